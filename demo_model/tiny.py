@@ -1,0 +1,180 @@
+"""Build a tiny random-weight Qwen 3.5 checkpoint with a bundled MTP head.
+
+It has the exact layout of a real Qwen 3.5 MLX checkpoint (``model_type``
+``qwen3_5``, native ``mtp.*`` weights, a Qwen-style tokenizer and chat
+template), so the app loads it through the same code as a hub model. Its
+weights are random: it proves the plumbing in seconds, offline.
+
+    python -m demo_model.tiny OUTPUT_DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+]
+VOCAB_SIZE = 2048
+
+
+def text_config(vocab_size: int = VOCAB_SIZE) -> dict:
+    return {
+        "model_type": "qwen3_5",
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 4,
+        "full_attention_interval": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 64,
+        "linear_num_value_heads": 4,
+        "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16,
+        "linear_value_head_dim": 16,
+        "linear_conv_kernel_dim": 4,
+        "rms_norm_eps": 1e-6,
+        "vocab_size": vocab_size,
+        "max_position_embeddings": 32768,
+        "tie_word_embeddings": True,
+        # mrope_section sums to head_dim * partial_rotary_factor / 2.
+        "rope_parameters": {
+            "type": "default",
+            "mrope_section": [4, 2, 2],
+            "rope_theta": 100000,
+            "partial_rotary_factor": 0.25,
+        },
+        "mtp_num_hidden_layers": 1,
+    }
+
+
+def _corpus() -> list[str]:
+    """A small deterministic corpus: enough for a byte-level BPE to learn words."""
+    words = (
+        "the model thinks before it answers . speculative decoding drafts tokens and "
+        "the target verifies them ; acceptance is the share of drafted tokens kept . "
+        "hello how are you today ? i am fine , thank you . the cache keeps the prompt "
+        "so the next turn starts fast . reasoning budget limits thinking tokens . "
+        "one two three four five six seven eight nine ten 0 1 2 3 4 5 6 7 8 9 + - * = "
+    ).split()
+    lines = []
+    for i in range(400):
+        lines.append(" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(24)))
+    return lines
+
+
+def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
+    """Train the tokenizer; return the special tokens' ids and the real vocabulary size."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.save(str(out / "tokenizer.json"))
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    ids["vocab_size"] = tok.get_vocab_size()
+    template = (HERE / "chat_template.jinja").read_text()
+    (out / "chat_template.jinja").write_text(template)
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "Qwen2Tokenizer",
+                "model_max_length": 32768,
+                "eos_token": "<|im_end|>",
+                "pad_token": "<|endoftext|>",
+                "bos_token": None,
+                "unk_token": None,
+                "add_prefix_space": False,
+                "chat_template": template,
+            },
+            indent=2,
+        )
+    )
+    return ids
+
+
+def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
+    """Write a complete tiny checkpoint to ``out`` (replacing it) and return its path."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.qwen3_5 import Model, ModelConfig
+    from mlx_vlm.speculative.drafters.qwen3_5_mtp.config import Qwen3_5MTPConfig
+    from mlx_vlm.speculative.drafters.qwen3_5_mtp.qwen3_5_mtp import Qwen3_5MTPDraftModel
+
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    ids = build_tokenizer(out)
+    config = {
+        "model_type": "qwen3_5",
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
+        "text_config": text_config(ids["vocab_size"]),
+        # The vision tower is unused by a text chat, but its defaults are full size.
+        "vision_config": {
+            "model_type": "qwen3_5",
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": 64,
+            "num_heads": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 64,
+            "in_channels": 3,
+        },
+        "vocab_size": ids["vocab_size"],
+        # Without a top-level eos the qwen3_5 config appends the real Qwen id.
+        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "tie_word_embeddings": True,
+    }
+    mx.random.seed(seed)
+    model = Model(ModelConfig.from_dict(config))
+    weights = dict(tree_flatten(model.parameters()))
+    mtp = Qwen3_5MTPDraftModel(Qwen3_5MTPConfig.from_dict(config))
+    weights.update({f"mtp.{k}": v for k, v in tree_flatten(mtp.parameters())})
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": config["eos_token_id"], "do_sample": False})
+    )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", help="folder to write the checkpoint to")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(build_tiny_checkpoint(args.output, seed=args.seed))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,12 @@
+"""Engines: models behind one interface that stream typed events."""
+
+from .base import Engine, EngineInfo, Message, Turn
+from .errors import EngineBusy, EngineError, EngineNotReady, ModelNotFound
+from .events import Answer, Done, Event, Stats, Thinking
+from .options import GenerationOptions
+from .runner import guarded
+
+__all__ = [
+    "Answer", "Done", "Engine", "EngineBusy", "EngineError", "EngineInfo", "EngineNotReady",
+    "Event", "GenerationOptions", "Message", "ModelNotFound", "Stats", "Thinking", "Turn", "guarded",
+]

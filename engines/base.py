@@ -1,0 +1,96 @@
+"""The interface every engine implements, and the request it receives."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+from .events import Event
+from .options import GenerationOptions
+
+State = Literal["loading", "ready", "error"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+    reasoning: str = ""
+
+
+@dataclass
+class Turn:
+    """One reply to generate: the conversation so far ends with the user's message."""
+
+    id: str
+    conversation_id: str
+    messages: list[Message]
+    options: GenerationOptions
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str
+    model: str
+    drafter: str | None
+    state: State
+    message: str = ""
+    progress: float | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "model": self.model,
+            "drafter": self.drafter,
+            "state": self.state,
+            "message": self.message,
+            "progress": self.progress,
+        }
+
+
+class Engine(ABC):
+    """A model behind one interface: load, stream typed events, reset, cancel, unload.
+
+    ``stream`` yields ``Thinking``/``Answer`` deltas, live ``Stats`` and ends
+    with exactly one ``Done`` once wrapped by ``engines.runner.guarded``. A
+    second ``stream`` while one runs raises ``EngineBusy``. Setting
+    ``turn.cancel`` stops generation within one token.
+    """
+
+    name: str = "engine"
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[EngineInfo], None]] = []
+        self._info_lock = threading.Lock()
+
+    def on_change(self, listener: Callable[[EngineInfo], None]) -> None:
+        self._listeners.append(listener)
+
+    def _notify(self) -> None:
+        info = self.info()
+        for listener in list(self._listeners):
+            listener(info)
+
+    @abstractmethod
+    def info(self) -> EngineInfo: ...
+
+    @abstractmethod
+    def load(self, options: GenerationOptions) -> None:
+        """Load the model (blocking); state goes loading → ready or error."""
+
+    @abstractmethod
+    def stream(self, turn: Turn) -> Iterator[Event]: ...
+
+    @abstractmethod
+    def reset_cache(self) -> dict:
+        """Drop cached prompts; return what was freed (prompt_tokens, entries, bytes)."""
+
+    def forget(self, conversation_id: str) -> None:
+        """The conversation is gone: drop whatever was cached for it."""
+
+    @abstractmethod
+    def unload(self) -> None: ...

@@ -1,0 +1,213 @@
+"""The in-process MLX engine: one thread owns the model; streams are queues from it."""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+from ..base import Engine, EngineInfo, Turn
+from ..errors import EngineBusy, EngineError, EngineNotReady
+from ..events import Done, Event
+from ..options import GenerationOptions
+from .conversations import ConversationCache, ConversationCaches
+from .generation import TurnGeneration
+from .loading import LoadedModel, load_drafter, load_model
+from .prompts import PromptBuilder
+
+log = logging.getLogger(__name__)
+NO_DRAFTER = "none"
+
+
+class MlxEngine(Engine):
+    name = "mlx"
+
+    def __init__(self, model: str, drafter: str | None = None):
+        """``drafter``: a folder or hub id, ``"none"``, or None for the model's bundled MTP head."""
+        super().__init__()
+        self.model_spec = model
+        self.drafter_spec = drafter
+        # All MLX work runs on this one thread: MLX streams belong to the thread that made them.
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlx-model")
+        self._lock = threading.Lock()
+        self._loaded: LoadedModel | None = None
+        self._prompts: PromptBuilder | None = None
+        self._apc = None
+        self._apc_entries: int | None = None
+        self._primed_system: str | None = None
+        self._conversations = ConversationCaches()
+        self._active: Turn | None = None
+        self._state, self._message, self._progress = "loading", "waiting to load", None
+
+    def info(self) -> EngineInfo:
+        loaded = self._loaded
+        return EngineInfo(
+            name=self.name,
+            model=self.model_spec,
+            drafter=loaded.drafter_name if loaded else None,
+            state=self._state,
+            message=self._message,
+            progress=self._progress,
+        )
+
+    def _set_state(self, state: str, message: str = "", progress: float | None = None) -> None:
+        self._state, self._message, self._progress = state, message, progress
+        log.info("engine %s: %s %s", self.name, state, message)
+        self._notify()
+
+    def load(self, options: GenerationOptions) -> None:
+        self._thread.submit(self._load, options).result()
+
+    def _load(self, options: GenerationOptions) -> None:
+        try:
+            self._set_state("loading", "loading the model", 0.1)
+            loaded = load_model(self.model_spec)
+            if self.drafter_spec != NO_DRAFTER:
+                self._set_state("loading", "loading the drafter", 0.6)
+                load_drafter(loaded, self.drafter_spec)
+            self._loaded, self._prompts = loaded, PromptBuilder(loaded)
+            self._set_state("loading", "warming up", 0.8)
+            self._prepare(options)
+            self._set_state("ready", "")
+        except Exception as exc:
+            log.exception("loading %s failed", self.model_spec)
+            message = exc.message if isinstance(exc, EngineError) else f"{type(exc).__name__}: {exc}"
+            self._set_state("error", f"Could not load {self.model_spec}: {message}")
+
+    def prepare(self, options: GenerationOptions) -> None:
+        """Settings changed: rebuild the prefix cache or prime a new system prompt, off the caller's thread."""
+        if self._loaded is not None:
+            self._thread.submit(self._prepare, options)
+
+    def _prepare(self, options: GenerationOptions) -> None:
+        from mlx_vlm import apc
+
+        if not options.prefix_cache:
+            if self._apc is not None:
+                self._apc, self._apc_entries, self._primed_system = None, None, None
+        elif self._apc is None or self._apc_entries != options.prefix_cache_entries:
+            self._apc = apc.APCManager(overrides={"checkpoint_entries": options.prefix_cache_entries})
+            self._apc_entries, self._primed_system = options.prefix_cache_entries, None
+        if self._primed_system != options.system_prompt:
+            self._warm_up(options.system_prompt)
+
+    def _warm_up(self, system_prompt: str) -> None:
+        """Compile the graph and store the system prompt's prefix in the prefix cache."""
+        import mlx.core as mx
+        from mlx_vlm import stream_generate
+
+        ids = self._prompts.system_prefix_ids(system_prompt) or self._prompts.encode("hello")
+        for _ in stream_generate(
+            self._loaded.model, self._loaded.processor, "", input_ids=mx.array([ids]),
+            max_tokens=1, apc_manager=self._apc,
+        ):
+            pass
+        self._primed_system = system_prompt
+
+    def stream(self, turn: Turn) -> Iterator[Event]:
+        with self._lock:
+            if self._loaded is None or self._state != "ready":
+                raise EngineNotReady(f"The model is not ready ({self._state}: {self._message}). Wait for it to load.")
+            if self._active is not None:
+                raise EngineBusy("A reply is already being generated. Wait for it or press Stop, then send again.")
+            self._active = turn
+        events: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._thread.submit(self._generate, turn, events.put)
+        return self._drain(turn, events)
+
+    @staticmethod
+    def _drain(turn: Turn, events: queue.SimpleQueue) -> Iterator[Event]:
+        try:
+            while True:
+                event = events.get()
+                yield event
+                if isinstance(event, Done):
+                    return
+        finally:
+            turn.cancel.set()  # the consumer is gone: stop at the next token
+
+    def _generate(self, turn: Turn, emit) -> None:
+        done = Done("error", error_code="internal", error_message="The reply ended unexpectedly.")
+        cid = turn.conversation_id
+        try:
+            entry, input_ids = self._turn_input(turn)
+            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, self._apc)
+            done = generation.run(input_ids)
+            if done.finish_reason == "cancelled":
+                self._conversations.drop(cid)  # the cache moved past the stored ids
+            else:
+                entry.messages = len(turn.messages) + 1
+                entry.closed = done.finish_reason == "stop"
+                self._conversations.put(cid, entry)
+        except Exception as exc:
+            log.exception("generation failed")
+            self._conversations.drop(cid)
+            done = Done("error", error_code="generation_failed",
+                        error_message=f"Generation failed: {exc}. The conversation is kept; try again.")
+        finally:
+            with self._lock:
+                self._active = None
+            emit(done)
+
+    def _turn_input(self, turn: Turn) -> tuple[ConversationCache, list[int]]:
+        from mlx_vlm.generate import PromptCacheState
+
+        options, messages = turn.options, turn.messages
+        thinking = options.reasoning_budget > 0
+        entry = self._conversations.get(turn.conversation_id)
+        if (
+            entry is not None
+            and entry.system_prompt == options.system_prompt
+            and entry.messages == len(messages) - 1
+            and entry.ids
+        ):
+            ids = self._prompts.next_turn_ids(entry.ids, entry.closed, messages[-1].content, thinking)
+            return entry, ids
+        entry = ConversationCache(options.system_prompt, PromptCacheState())
+        return entry, self._prompts.conversation_ids(options.system_prompt, messages, thinking)
+
+    def reset_cache(self) -> dict:
+        with self._lock:
+            if self._active is not None:
+                raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
+        return self._thread.submit(self._reset_cache).result()
+
+    def _reset_cache(self) -> dict:
+        import mlx.core as mx
+
+        freed = self._conversations.clear()
+        if self._apc is not None:
+            snap = self._apc.stats_snapshot()
+            freed["bytes"] += int(snap.get("resident_bytes", 0) or 0)
+            freed["entries"] += int(snap.get("pool_used", 0) or 0) + len(self._apc._exact_cache)
+            self._apc.clear()
+            self._primed_system = None
+        mx.clear_cache()
+        return freed
+
+    def forget(self, conversation_id: str) -> None:
+        self._thread.submit(self._conversations.drop, conversation_id)
+
+    def cancel_all(self) -> None:
+        active = self._active
+        if active is not None:
+            active.cancel.set()
+
+    def unload(self) -> None:
+        self.cancel_all()
+        self._thread.submit(self._unload)
+        self._thread.shutdown(wait=True)
+
+    def _unload(self) -> None:
+        import mlx.core as mx
+
+        self._conversations.clear()
+        if self._apc is not None:
+            self._apc.clear()
+        self._apc = self._loaded = self._prompts = None
+        mx.clear_cache()
+        # Streams this thread made must be released on it, or the process aborts at exit.
+        mx.clear_streams()
+        self._set_state("error", "unloaded")

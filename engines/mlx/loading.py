@@ -1,0 +1,122 @@
+"""Find, read and load a model and its drafter (MLX imports happen in functions)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelNotFound
+
+log = logging.getLogger(__name__)
+
+# Keys mlx-vlm's qwen3_5 config requires inside rope_parameters.
+REQUIRED_ROPE_KEYS = ("partial_rotary_factor", "type", "mrope_section", "rope_theta")
+
+
+def looks_like_path(spec: str) -> bool:
+    return spec.startswith(("/", ".", "~")) or Path(spec).expanduser().exists()
+
+
+def check_model_dir(spec: str) -> None:
+    """Raise ModelNotFound unless a local model spec is a folder holding a model."""
+    if not looks_like_path(spec):
+        return  # a hub id; resolved when loading
+    path = Path(spec).expanduser()
+    if not path.exists():
+        raise ModelNotFound(f"Model path {spec} does not exist. Pass --model a model folder or a hub id.")
+    if not path.is_dir() or not (path / "config.json").is_file():
+        raise ModelNotFound(
+            f"{spec} is not a model folder (no config.json). Pass --model a folder with config.json and weights."
+        )
+    if not any(path.glob("*.safetensors")):
+        raise ModelNotFound(f"{spec} has no *.safetensors weights. Pass --model a complete model folder.")
+
+
+def resolve(spec: str) -> Path:
+    """A local folder for ``spec``: the path itself, or the hub cache's copy."""
+    if looks_like_path(spec):
+        check_model_dir(spec)
+        return Path(spec).expanduser().resolve()
+    from mlx_vlm.utils import get_model_path
+
+    try:
+        return Path(get_model_path(spec))
+    except Exception as exc:
+        raise ModelNotFound(
+            f"Could not get model {spec} ({exc}). Check the id, or download it and pass its folder to --model."
+        ) from exc
+
+
+def normalise_rope_parameters(config: dict) -> dict:
+    """Derive ``partial_rotary_factor`` from ``factor`` where a config only has the latter."""
+    text = config.get("text_config")
+    rope = text.get("rope_parameters") if isinstance(text, dict) else None
+    if not isinstance(rope, dict) or "partial_rotary_factor" in rope:
+        return config
+    factor = rope.get("factor")
+    if isinstance(factor, (int, float)) and factor:
+        rope["partial_rotary_factor"] = 1.0 / float(factor)
+        log.info("rope_parameters: partial_rotary_factor derived from factor=%s", factor)
+    return config
+
+
+def read_config(path: Path) -> dict:
+    """The model's own config.json: apply_chat_template needs its model_type."""
+    return normalise_rope_parameters(json.loads((path / "config.json").read_text()))
+
+
+def has_bundled_mtp(path: Path) -> bool:
+    """True when the checkpoint carries a native MTP head (``mtp.*`` tensors)."""
+    index = path / "model.safetensors.index.json"
+    if index.is_file():
+        return any(k.startswith("mtp.") for k in json.loads(index.read_text()).get("weight_map", {}))
+    from safetensors import safe_open
+
+    for file in path.glob("*.safetensors"):
+        with safe_open(str(file), framework="numpy") as f:
+            if any(k.startswith("mtp.") for k in f.keys()):
+                return True
+    return False
+
+
+@dataclass
+class LoadedModel:
+    model: Any
+    processor: Any
+    tokenizer: Any
+    config: dict
+    path: Path
+    drafter: Any = None
+    drafter_kind: str | None = None
+    drafter_name: str | None = None
+
+
+def load_model(spec: str) -> LoadedModel:
+    from mlx_vlm import load
+
+    path = resolve(spec)
+    model, processor = load(str(path))[:2]
+    tokenizer = getattr(processor, "tokenizer", processor)
+    return LoadedModel(model, processor, tokenizer, read_config(path), path)
+
+
+def load_drafter(loaded: LoadedModel, spec: str | None) -> None:
+    """Attach a drafter: ``spec`` (a folder or hub id), or the bundled MTP head when spec is None.
+
+    ``load_drafter`` on the main checkpoint extracts only its ``mtp.*`` head, so
+    the target is not loaded twice.
+    """
+    from mlx_vlm.speculative.drafters import load_drafter as mlx_load_drafter
+
+    if spec is None:
+        if not has_bundled_mtp(loaded.path):
+            log.info("no bundled MTP head in %s: speculative decoding unavailable", loaded.path)
+            return
+        source, name = loaded.path, "bundled MTP head"
+    else:
+        source, name = resolve(spec), spec
+    drafter, kind = mlx_load_drafter(str(source))
+    loaded.drafter, loaded.drafter_kind, loaded.drafter_name = drafter, kind, f"{name} ({kind})"

@@ -1,0 +1,38 @@
+"""The settings every engine reads, validated into one typed object."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class GenerationOptions(BaseModel):
+    """Live-tunable settings; each applies from the next message on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    reasoning_budget: int = Field(
+        512, ge=0, le=65536, description="Most thinking tokens per reply; 0 turns thinking off."
+    )
+    speculative: bool = Field(True, description="Draft tokens with the drafter and verify them.")
+    draft_block_size: int = Field(
+        3, ge=2, le=16, description="Tokens per draft round, anchor included (2 drafts one token)."
+    )
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 is greedy.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    max_tokens: int = Field(
+        1024, ge=1, le=65536, description="Most answer tokens per reply (thinking not counted)."
+    )
+    system_prompt: str = Field(
+        "You are a helpful assistant.", max_length=32768, description="Sent before every conversation."
+    )
+    prefix_cache: bool = Field(True, description="Reuse computed prompt prefixes across requests.")
+    prefix_cache_entries: int = Field(
+        4, ge=1, le=64, description="Whole-prompt snapshots kept by the prefix cache."
+    )
+    prefill_step_size: int = Field(
+        2048, ge=0, le=65536, description="Prompt tokens per prefill chunk; 0 sends the prompt at once."
+    )
+
+    def updated(self, values: dict) -> "GenerationOptions":
+        """A validated copy with ``values`` applied (raises pydantic.ValidationError)."""
+        return type(self).model_validate({**self.model_dump(), **values})

@@ -1,0 +1,80 @@
+"""Per-reply counters turned into the stats dict that live and final events carry."""
+
+from __future__ import annotations
+
+import time
+
+LIVE_INTERVAL_S = 0.1
+
+
+class StatsMeter:
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.first_token_at: float | None = None
+        self.last_token_at: float | None = None
+        self.thinking_ended_at: float | None = None
+        self.thinking_tokens = 0
+        self.answer_tokens = 0
+        self.prompt_tokens = 0
+        self.cached_tokens = 0
+        self.drafted: int | None = None
+        self.accepted: int | None = None
+        self._last_live = 0.0
+
+    @property
+    def tokens(self) -> int:
+        return self.thinking_tokens + self.answer_tokens
+
+    def token(self, thinking: bool, count: int = 1) -> None:
+        now = time.perf_counter()
+        if self.first_token_at is None:
+            self.first_token_at = now
+        self.last_token_at = now
+        if thinking:
+            self.thinking_tokens += count
+        else:
+            if self.thinking_tokens and self.thinking_ended_at is None:
+                self.thinking_ended_at = now
+            self.answer_tokens += count
+
+    def end_thinking(self) -> None:
+        if self.thinking_ended_at is None and self.thinking_tokens:
+            self.thinking_ended_at = time.perf_counter()
+
+    def live_due(self) -> bool:
+        """True at most every LIVE_INTERVAL_S, so live stats stay ~10 per second."""
+        now = time.perf_counter()
+        if now - self._last_live >= LIVE_INTERVAL_S:
+            self._last_live = now
+            return True
+        return False
+
+    def snapshot(self) -> dict:
+        def ms(a: float | None, b: float | None) -> float | None:
+            return None if a is None or b is None else round((b - a) * 1000.0, 1)
+
+        decode_s = (
+            self.last_token_at - self.first_token_at
+            if self.first_token_at is not None and self.last_token_at is not None
+            else 0.0
+        )
+        # The first token's time is prefill (TTFT); the decode rate counts the rest.
+        tok_s = round((self.tokens - 1) / decode_s, 1) if self.tokens > 1 and decode_s > 0 else None
+        thinking_end = self.thinking_ended_at or (self.last_token_at if self.thinking_tokens else None)
+        acceptance = (
+            round(self.accepted / self.drafted, 4) if self.drafted and self.accepted is not None else None
+        )
+        return {
+            "ttft_ms": ms(self.started, self.first_token_at),
+            "prompt_tokens": self.prompt_tokens,
+            "cached_tokens": self.cached_tokens,
+            "thinking_tokens": self.thinking_tokens,
+            "answer_tokens": self.answer_tokens,
+            "tokens": self.tokens,
+            "tok_s": tok_s,
+            "thinking_ms": ms(self.first_token_at, thinking_end) if self.thinking_tokens else None,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "acceptance": acceptance,
+            "elapsed_ms": ms(self.started, time.perf_counter()),
+        }
