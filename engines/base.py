@@ -89,6 +89,9 @@ class Engine(ABC):
     def reset_cache(self) -> dict:
         """Drop cached prompts; return what was freed (prompt_tokens, entries, bytes)."""
 
+    def prepare(self, options: GenerationOptions) -> None:
+        """Settings changed; an engine may get ready for them ahead of the next message."""
+
     def forget(self, conversation_id: str) -> None:
         """The conversation is gone: drop whatever was cached for it."""
 

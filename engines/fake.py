@@ -1,0 +1,93 @@
+"""A scripted engine with the real engine's contract, shared by unit, websocket and browser tests.
+
+It thinks for up to ``reasoning_budget`` words, answers with a fixed Markdown
+text, honours cancel between tokens, refuses a second concurrent stream, and
+can be told to fail mid-stream.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+from .base import Engine, EngineInfo, Turn
+from .errors import EngineBusy, EngineError, EngineNotReady
+from .events import Answer, Done, Event, Stats, Thinking
+from .options import GenerationOptions
+from .stats import StatsMeter
+
+THINKING = "Let me think about this step by step . The user wants a reply . "
+ANSWER = "Here is **an answer** with code:\n\n```python\nprint('hello')\n```\n\nDone."
+
+
+class FakeEngine(Engine):
+    name = "fake"
+
+    def __init__(self, delay_s: float = 0.005, load_s: float = 0.0, fail_after: int | None = None):
+        super().__init__()
+        self.delay_s = delay_s
+        self.load_s = load_s
+        self.fail_after = fail_after  # raise after this many tokens, to test failures
+        self._state, self._message = "loading", "waiting to load"
+        self._busy = threading.Lock()
+        self._seen: dict[str, int] = {}
+        self.turns: list[Turn] = []
+
+    def info(self) -> EngineInfo:
+        return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
+
+    def load(self, options: GenerationOptions) -> None:
+        self._state, self._message = "loading", "loading the fake model"
+        self._notify()
+        time.sleep(self.load_s)
+        self._state, self._message = "ready", ""
+        self._notify()
+
+    def stream(self, turn: Turn) -> Iterator[Event]:
+        if self._state != "ready":
+            raise EngineNotReady("The model is not ready. Wait for it to load.")
+        if not self._busy.acquire(blocking=False):
+            raise EngineBusy("A reply is already being generated. Wait for it or press Stop, then send again.")
+        self.turns.append(turn)
+        return self._run(turn)
+
+    def _run(self, turn: Turn) -> Iterator[Event]:
+        try:
+            opts, meter = turn.options, StatsMeter()
+            meter.prompt_tokens = sum(len(m.content.split()) for m in turn.messages)
+            meter.cached_tokens = self._seen.get(turn.conversation_id, 0)
+            if opts.speculative:
+                meter.drafted = meter.accepted = 0
+            script = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
+            script += [(False, w + " ") for w in ANSWER.split(" ")][: opts.max_tokens]
+            finish = "stop" if len(ANSWER.split(" ")) <= opts.max_tokens else "length"
+            for n, (thinking, text) in enumerate(script):
+                if turn.cancel.is_set():
+                    finish = "cancelled"
+                    break
+                if self.fail_after is not None and n >= self.fail_after:
+                    raise EngineError("The fake engine failed on purpose.", code="generation_failed")
+                time.sleep(self.delay_s)
+                meter.token(thinking)
+                if opts.speculative:
+                    meter.drafted += opts.draft_block_size - 1
+                    meter.accepted += 1
+                yield Thinking(text) if thinking else Answer(text)
+                if meter.live_due():
+                    yield Stats(meter.snapshot())
+            self._seen[turn.conversation_id] = meter.prompt_tokens + meter.tokens
+            yield Done(finish, meter.snapshot())
+        finally:
+            self._busy.release()
+
+    def reset_cache(self) -> dict:
+        freed = {"prompt_tokens": sum(self._seen.values()), "entries": len(self._seen), "bytes": 0}
+        self._seen.clear()
+        return freed
+
+    def forget(self, conversation_id: str) -> None:
+        self._seen.pop(conversation_id, None)
+
+    def unload(self) -> None:
+        self._state, self._message = "error", "unloaded"

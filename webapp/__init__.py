@@ -1,0 +1,37 @@
+"""specchat's web app: an application factory; nothing happens at import time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from flask import Flask
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(engine, *, data_dir: str | Path | None = None, config: dict | None = None) -> Flask:
+    """Build the app around ``engine`` (any ``engines.Engine``).
+
+    ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
+    answers to); without it no Origin/Host check is made, as in unit tests.
+    """
+    from . import api, pages, security
+    from .host import EngineHost
+    from .settings import SettingsStore
+    from .ws import sock
+
+    app = Flask(
+        __name__,
+        static_folder=str(ROOT / "static"),
+        template_folder=str(ROOT / "templates"),
+    )
+    # Dead peers are dropped by pings; frames up to 16 MiB reach our own 1 MiB check,
+    # which answers with an error frame instead of closing the socket.
+    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": 16 << 20}
+    app.config.update(config or {})
+    security.init_app(app)
+    EngineHost(engine, SettingsStore(Path(data_dir) if data_dir else None)).init_app(app)
+    app.register_blueprint(pages.bp)
+    app.register_blueprint(api.bp)
+    sock.init_app(app)
+    return app

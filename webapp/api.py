@@ -1,0 +1,47 @@
+"""REST: health, settings, cache reset."""
+
+from __future__ import annotations
+
+from flask import Blueprint, current_app, jsonify, request
+
+from engines import EngineError
+
+from .errors import ClientError, error_body
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+
+def _host():
+    return current_app.extensions["specchat"]
+
+
+@bp.errorhandler(ClientError)
+def _client_error(exc: ClientError):
+    return jsonify(error_body(exc.code, exc.message)), exc.status
+
+
+@bp.get("/health")
+def health():
+    return jsonify({"ok": True, "engine": _host().engine.info().to_dict()})
+
+
+@bp.get("/settings")
+def get_settings():
+    return jsonify({"ok": True, "values": _host().settings.current.model_dump()})
+
+
+@bp.post("/settings")
+def post_settings():
+    values = request.get_json(silent=True)
+    if not isinstance(values, dict):
+        raise ClientError("bad_json", "Send a JSON object of settings to change, e.g. {\"reasoning_budget\": 0}.")
+    return jsonify({"ok": True, "values": _host().update_settings(values)})
+
+
+@bp.post("/cache/reset")
+def reset_cache():
+    try:
+        freed = _host().engine.reset_cache()
+    except EngineError as exc:
+        raise ClientError(exc.code, exc.message, status=409) from None
+    return jsonify({"ok": True, "freed": freed})

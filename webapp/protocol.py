@@ -1,0 +1,74 @@
+"""Websocket protocol v1: client frames parsed into typed objects at the boundary."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from .errors import ClientError, describe_validation
+
+PROTOCOL = 1
+MAX_FRAME_BYTES = 1 << 20
+
+
+class _Frame(BaseModel):
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True)
+
+
+class ChatFrame(_Frame):
+    type: Literal["chat"]
+    id: str = Field(min_length=1, max_length=200)
+    text: str = Field(min_length=1)
+
+
+class StopFrame(_Frame):
+    type: Literal["stop"]
+    id: str = Field(min_length=1, max_length=200)
+
+
+class SettingsFrame(_Frame):
+    type: Literal["settings"]
+    values: dict
+
+
+class ResetCacheFrame(_Frame):
+    type: Literal["reset_cache"]
+
+
+class NewChatFrame(_Frame):
+    type: Literal["new_chat"]
+
+
+ClientFrame = Annotated[
+    Union[ChatFrame, StopFrame, SettingsFrame, ResetCacheFrame, NewChatFrame], Field(discriminator="type")
+]
+_adapter = TypeAdapter(ClientFrame)
+TYPES = ("chat", "stop", "settings", "reset_cache", "new_chat")
+
+
+def parse(raw: str | bytes) -> ClientFrame:
+    """A typed frame, or ClientError with a message that says what to send instead."""
+    if isinstance(raw, bytes):
+        raise ClientError("bad_frame", "Binary frames are not supported: send JSON text frames.")
+    if len(raw) > MAX_FRAME_BYTES:
+        raise ClientError("too_large", f"Frame of {len(raw)} bytes is over the 1 MiB limit: send a shorter message.")
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ClientError("bad_json", f"Frame is not valid JSON ({exc}).") from None
+    if not isinstance(data, dict):
+        raise ClientError("bad_frame", 'A frame must be a JSON object with a "type" field.')
+    kind = data.get("type")
+    if kind not in TYPES:
+        what = "missing" if kind is None else f"unknown ({kind!r})"
+        raise ClientError("bad_type", f'Frame "type" is {what}: use one of {", ".join(TYPES)}.')
+    try:
+        return _adapter.validate_python(data)
+    except ValidationError as exc:
+        raise ClientError("bad_frame", f"Invalid {kind} frame: {describe_validation(exc)}.") from None
+
+
+def dumps(frame: dict) -> str:
+    return orjson.dumps(frame).decode()

@@ -1,0 +1,27 @@
+"""The websocket route: one long-lived socket per tab."""
+
+from __future__ import annotations
+
+from flask import current_app
+from flask_sock import Sock
+
+from .chat import ChatSession
+
+sock = Sock()
+
+
+@sock.route("/ws")
+def chat_socket(ws):
+    host = current_app.extensions["specchat"]
+    session = ChatSession(ws, host)
+    host.add(session)
+    try:
+        session.hello()
+        while True:
+            raw = ws.receive()
+            if raw is None:
+                break
+            session.handle(raw)
+    finally:
+        host.remove(session)
+        session.close()
