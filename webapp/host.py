@@ -57,10 +57,13 @@ class EngineHost:
         return full
 
     def cancel_all(self) -> None:
+        """Stop every reply and wait until each tab got its ``done`` frame."""
         with self._lock:
             sessions = list(self._sessions)
         for session in sessions:
             session.cancel()
+        for session in sessions:
+            session.cancel(wait=True)
 
     def _engine_changed(self, info: EngineInfo) -> None:
         self.broadcast({"type": "engine", "engine": info.to_dict()})

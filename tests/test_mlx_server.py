@@ -1,0 +1,175 @@
+"""The real server (CLI in a subprocess) on a real tiny qwen3_5 checkpoint with an MTP head."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import requests
+
+from tests.conftest import ROOT
+from tests.wsclient import WsClient, texts
+
+
+def set_settings(ws: WsClient, **values) -> dict:
+    ws.send({"type": "settings", "values": values})
+    return ws.until("settings")[0]["values"]
+
+
+def test_health_names_the_engine(mlx_server, tiny_model):
+    engine = requests.get(mlx_server.url + "/api/health").json()["engine"]
+    assert engine == {
+        "name": "mlx", "model": str(tiny_model), "drafter": "bundled MTP head (mtp)",
+        "state": "ready", "message": "", "progress": None,
+    }
+
+
+def test_budget_cuts_thinking_then_the_answer_streams(mlx_server):
+    with WsClient(mlx_server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=12, max_tokens=10, speculative=False, temperature=0.0)
+        done, frames = ws.chat("m1")
+        kinds = [f["type"] for f in frames]
+        assert "thinking" in kinds and "answer" in kinds
+        assert max(i for i, k in enumerate(kinds) if k == "thinking") < kinds.index("answer")
+        stats = done["stats"]
+        assert stats["thinking_tokens"] == 12
+        assert 0 < stats["answer_tokens"] <= 10
+        assert done["finish_reason"] in ("stop", "length")
+        assert stats["drafted"] is None and stats["acceptance"] is None
+        assert stats["tok_s"] > 0 and stats["ttft_ms"] > 0 and stats["thinking_ms"] > 0
+
+
+def test_budget_zero_has_no_thinking(mlx_server):
+    with WsClient(mlx_server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=0, max_tokens=12, speculative=False)
+        done, frames = ws.chat("m1")
+        assert not [f for f in frames if f["type"] == "thinking"]
+        assert done["stats"]["thinking_tokens"] == 0 and done["stats"]["thinking_ms"] is None
+
+
+def test_drafter_output_identical_to_plain_greedy(mlx_server):
+    results = {}
+    for speculative in (False, True):
+        with WsClient(mlx_server.ws_url) as ws:
+            set_settings(ws, reasoning_budget=10, max_tokens=24, temperature=0.0,
+                         speculative=speculative, draft_block_size=3)
+            done, frames = ws.chat("m1", "compare drafting")
+            results[speculative] = (texts(frames, "thinking"), texts(frames, "answer"), done["stats"])
+    assert results[True][:2] == results[False][:2]
+    assert results[True][1]
+    spec_stats = results[True][2]
+    assert spec_stats["drafted"] > 0 and spec_stats["accepted"] is not None
+    assert 0.0 <= spec_stats["acceptance"] <= 1.0
+    assert results[False][2]["drafted"] is None
+
+
+def test_next_turn_reuses_the_conversation_cache(mlx_server):
+    with WsClient(mlx_server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=8, max_tokens=8, speculative=True)
+        first, _ = ws.chat("m1", "first question " * 20)
+        second, _ = ws.chat("m2", "second")
+        history = first["stats"]["prompt_tokens"] + first["stats"]["tokens"]
+        assert second["stats"]["prompt_tokens"] > history
+        assert second["stats"]["cached_tokens"] >= history - 1
+
+
+def test_stop_mid_stream_then_next_message_works(mlx_server):
+    with WsClient(mlx_server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=4000, max_tokens=4000, speculative=False)
+        ws.send({"type": "chat", "id": "long", "text": "think a lot"})
+        ws.until("thinking")
+        ws.send({"type": "stop", "id": "long"})
+        done, frames = ws.until("done", id="long")
+        assert done["finish_reason"] == "cancelled"
+        assert done["stats"]["tokens"] < 4000
+        set_settings(ws, reasoning_budget=4, max_tokens=4)
+        assert ws.chat("m2")[0]["finish_reason"] in ("stop", "length")
+
+
+def test_busy_while_generating(mlx_server):
+    with WsClient(mlx_server.ws_url) as ws, WsClient(mlx_server.ws_url) as other:
+        set_settings(ws, reasoning_budget=300, max_tokens=300, speculative=False)
+        ws.send({"type": "chat", "id": "a", "text": "hello"})
+        ws.until("thinking")
+        other.send({"type": "chat", "id": "b", "text": "me too"})
+        error, _ = other.until("error")
+        assert error["code"] == "busy" and error["id"] == "b"
+        done, _ = ws.until("done", id="a")
+        assert done["finish_reason"] in ("stop", "length")
+        assert done["stats"]["tokens"] > 0
+
+
+def test_cache_reset_reports_what_it_freed(mlx_server):
+    with WsClient(mlx_server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=4, max_tokens=4, prefix_cache=True)
+        ws.chat("m1")
+        ws.send({"type": "reset_cache"})
+        freed = ws.until("cache_reset")[0]["freed"]
+        assert freed["prompt_tokens"] > 0 and freed["entries"] > 0 and freed["bytes"] > 0
+        ws.send({"type": "reset_cache"})
+        assert ws.until("cache_reset")[0]["freed"]["prompt_tokens"] == 0
+        done, _ = ws.chat("m2")
+        assert done["stats"]["cached_tokens"] == 0
+
+
+def test_settings_persist_across_restart(start_server, tiny_model, tmp_path):
+    first = start_server("--model", str(tiny_model))
+    with WsClient(first.ws_url) as ws:
+        set_settings(ws, reasoning_budget=33, system_prompt="Answer in French.")
+    assert first.stop() == 0
+    second = start_server("--model", str(tiny_model))
+    with WsClient(second.ws_url) as ws:
+        assert ws.hello["settings"]["reasoning_budget"] == 33
+        assert ws.hello["settings"]["system_prompt"] == "Answer in French."
+
+
+def test_sigterm_cancels_closes_sockets_and_exits_zero(start_server, tiny_model):
+    server = start_server("--model", str(tiny_model))
+    server.wait_ready()
+    ws = WsClient(server.ws_url)
+    ws.send({"type": "settings", "values": {"reasoning_budget": 5000, "max_tokens": 5000}})
+    ws.send({"type": "chat", "id": "long", "text": "go on"})
+    ws.until("thinking")
+    server.proc.send_signal(signal.SIGTERM)
+    done, _ = ws.until("done", id="long", timeout=20)
+    assert done["finish_reason"] == "cancelled"
+    from websockets.exceptions import ConnectionClosed
+
+    try:
+        while True:
+            ws.recv(timeout=20)
+    except ConnectionClosed as closed:
+        assert closed.rcvd.code == 1001
+    assert server.proc.wait(timeout=30) == 0
+
+
+def test_port_is_open_while_loading(start_server, tiny_model):
+    server = start_server("--model", str(tiny_model))
+    states = set()
+    deadline = time.monotonic() + 60
+    while "ready" not in states and time.monotonic() < deadline:
+        states.add(requests.get(server.url + "/api/health").json()["engine"]["state"])
+    assert states >= {"loading", "ready"} or states == {"ready"}
+    with WsClient(server.ws_url) as ws:
+        assert ws.hello["engine"]["state"] == "ready"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webapp", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_missing_model_path_exits_with_one_clear_line(tmp_path):
+    result = run_cli("--model", str(tmp_path / "nowhere"), "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"specchat: Model path {tmp_path / 'nowhere'} does not exist. Pass --model a model folder or a hub id."
+    ]
+
+
+def test_folder_that_is_not_a_model_exits_non_zero(tmp_path):
+    (tmp_path / "notes").mkdir()
+    result = run_cli("--model", str(tmp_path / "notes"), "--data-dir", str(tmp_path))
+    assert result.returncode == 2
+    assert "is not a model folder" in result.stderr and len(result.stderr.strip().splitlines()) == 1
