@@ -1,0 +1,35 @@
+# specchat: `make run` installs and starts the app; `make test` installs test needs and runs every test.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run install test test-install browser bench
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -e .
+
+run: install
+	$(BIN)/specchat $(ARGS)
+
+test-install: $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	$(MAKE) browser
+
+# Browser tests use Debian's Chromium on Linux (a test tool's own browser download is not needed),
+# and Playwright's Chromium elsewhere.
+browser:
+	@if [ -n "$$SPECCHAT_CHROMIUM" ] || command -v chromium >/dev/null; then :; \
+	elif [ "$$(uname)" = Linux ] && command -v apt-get >/dev/null; then \
+		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; \
+	else $(BIN)/playwright install chromium; fi
+
+test: test-install
+	$(BIN)/pytest -q
+
+bench: install
+	$(BIN)/python -m benchmarks.streaming
