@@ -1,0 +1,39 @@
+// The engine line in the header: name, model, drafter, state, and loading progress.
+
+export class EnginePanel {
+  constructor(root) {
+    this.root = root;
+    this.state = root.querySelector(".engine-state");
+    this.name = root.querySelector(".engine-name");
+    this.model = root.querySelector(".engine-model");
+    this.drafter = root.querySelector(".engine-drafter");
+    this.loading = root.querySelector(".engine-loading");
+    this.progress = root.querySelector(".engine-progress");
+    this.message = root.querySelector(".engine-message");
+  }
+
+  /** `engine` as in `hello` and `engine` frames. */
+  update(engine) {
+    this.root.dataset.state = engine.state;
+    this.state.textContent = engine.state;
+    this.name.textContent = engine.name ?? "";
+    this.model.textContent = engine.model ?? "";
+    this.model.title = engine.model ?? "";
+    this.drafter.textContent = engine.drafter ? `drafter ${engine.drafter}` : "no drafter";
+    this.drafter.title = engine.drafter ?? "";
+    this.loading.hidden = engine.state !== "loading";
+    // No value makes the bar indeterminate, which is right when the server cannot say how far it is.
+    if (engine.progress == null) this.progress.removeAttribute("value");
+    else this.progress.value = engine.progress;
+    const percent = engine.state === "loading" && engine.progress != null ? ` ${Math.round(engine.progress * 100)}%` : "";
+    this.message.textContent = engine.state === "ready" ? "" : `${engine.message ?? ""}${percent}`.trim();
+  }
+
+  /** Before `hello` and while reconnecting the engine's state is unknown. */
+  unknown(text) {
+    this.root.dataset.state = "unknown";
+    this.state.textContent = text;
+    this.loading.hidden = true;
+    this.message.textContent = "";
+  }
+}

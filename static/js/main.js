@@ -1,0 +1,230 @@
+// Wires the socket's frames (protocol v1) to the views, and the views' actions back to the socket.
+
+import { Composer } from "@app/composer.js";
+import { Conversation } from "@app/conversation.js";
+import { EnginePanel } from "@app/engine.js";
+import { formatBytes, formatCount } from "@app/format.js";
+import { SettingsPane } from "@app/settings.js";
+import { Connection, socketUrl } from "@app/socket.js";
+
+const PROTOCOL = 1;
+
+const $ = (selector) => document.querySelector(selector);
+
+let connected = false; // a hello arrived on the current socket
+let everConnected = false;
+let engineInfo = null;
+let current = null; // the AssistantTurn in flight, if any
+
+const banner = $("#banner");
+const cacheStatus = $("#cache-status");
+const connectionEl = $("#connection");
+const connectionText = connectionEl.querySelector(".connection-text");
+const reconnectButton = $("#reconnect");
+const newChatButton = $("#new-chat");
+const resetCacheButton = $("#reset-cache");
+
+const conversation = new Conversation($("#log"), (text) => composer.insert(text));
+const engine = new EnginePanel($("#engine"));
+const settings = new SettingsPane({
+  form: $("#settings"),
+  error: $("#settings-error"),
+  status: $("#settings-status"),
+  send: (values) => connection.send({ type: "settings", values }),
+});
+const composer = new Composer({
+  form: $("#composer"),
+  prompt: $("#prompt"),
+  send: $("#send"),
+  stop: $("#stop"),
+  hint: $("#composer-hint"),
+  onSend: sendChat,
+  onStop: stopReply,
+});
+const connection = new Connection(socketUrl(), {
+  onFrame: (frame) => handlers[frame.type]?.(frame),
+  onStatus: showConnection,
+  onMalformed: () => showBanner("The server sent a message this page could not read; it was ignored."),
+});
+
+function newId() {
+  return `m${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
+}
+
+function sendChat(text) {
+  const id = newId();
+  if (!connection.send({ type: "chat", id, text })) return false;
+  conversation.addUser(id, text);
+  current = conversation.startTurn(id, text);
+  refresh();
+  return true;
+}
+
+function stopReply() {
+  if (!current || !connection.send({ type: "stop", id: current.id })) return;
+  current.stopping();
+  composer.stopping();
+}
+
+function settle(turn) {
+  if (turn === current && !turn.active) {
+    current = null;
+    refresh();
+  }
+}
+
+/** Enable what can be done now, and say why sending cannot when it cannot. */
+function refresh() {
+  let blocked = null;
+  if (!connected) {
+    blocked = everConnected
+      ? "Not connected. Anything you type stays here until the connection is back."
+      : "Connecting to the server…";
+  } else if (engineInfo.state === "loading") {
+    blocked = "The model is loading…";
+  } else if (engineInfo.state === "error") {
+    blocked = "The engine could not start; see the message at the top.";
+  }
+  composer.set({ streaming: current !== null, blocked });
+  settings.setEnabled(connected);
+  newChatButton.disabled = !connected;
+  resetCacheButton.disabled = !connected;
+}
+
+function showBanner(text) {
+  banner.querySelector(".banner-text").textContent = text;
+  banner.hidden = false;
+}
+
+let countdown = 0;
+
+function showConnection({ state, retryAt }) {
+  clearInterval(countdown);
+  connectionEl.dataset.state = state;
+  reconnectButton.hidden = state !== "closed";
+  if (state === "connecting") {
+    connectionText.textContent = "Connecting…";
+  } else if (state === "open") {
+    connectionText.textContent = "Connected";
+  } else {
+    const tick = () => {
+      const seconds = Math.max(0, Math.ceil((retryAt - Date.now()) / 1000));
+      connectionText.textContent = `Disconnected · retrying in ${seconds} s`;
+    };
+    tick();
+    countdown = setInterval(tick, 1000);
+    lost();
+  }
+}
+
+/** The socket closed: nothing in flight may vanish silently. */
+function lost() {
+  if (!connected) return;
+  connected = false;
+  if (current) {
+    current.interrupt();
+    current = null;
+  }
+  engine.unknown("offline");
+  refresh();
+}
+
+const handlers = {
+  hello(frame) {
+    if (frame.protocol !== PROTOCOL) {
+      showBanner(`The server speaks protocol ${frame.protocol} and this page speaks ${PROTOCOL}. Reload the page.`);
+    }
+    // The server keeps a conversation only as long as its socket, so say where memory restarts.
+    if (everConnected && !conversation.empty) {
+      conversation.note("Reconnected. The model does not see the messages above this line.");
+    }
+    everConnected = true;
+    connected = true;
+    engineInfo = frame.engine;
+    engine.update(engineInfo);
+    settings.update(frame.settings);
+    refresh();
+  },
+  engine(frame) {
+    engineInfo = frame.engine;
+    engine.update(engineInfo);
+    refresh();
+  },
+  settings(frame) {
+    settings.update(frame.values);
+  },
+  start(frame) {
+    conversation.turn(frame.id)?.started();
+  },
+  thinking(frame) {
+    conversation.turn(frame.id)?.addThinking(frame.text);
+  },
+  answer(frame) {
+    conversation.turn(frame.id)?.addAnswer(frame.text);
+  },
+  stats(frame) {
+    conversation.turn(frame.id)?.updateStats(frame.stats);
+  },
+  done(frame) {
+    const turn = conversation.turn(frame.id);
+    if (!turn) return;
+    turn.done(frame);
+    settle(turn);
+  },
+  cache_reset(frame) {
+    const { prompt_tokens: tokens, entries, bytes } = frame.freed;
+    const size = bytes ? ` (${formatBytes(bytes)})` : "";
+    cacheStatus.textContent =
+      entries === 0
+        ? "The cache was already empty."
+        : `Freed ${formatCount(tokens)} prompt tokens in ${formatCount(entries)} ${entries === 1 ? "entry" : "entries"}${size}.`;
+  },
+  error(frame) {
+    if (frame.code === "invalid_settings") {
+      settings.rejected(frame.message);
+      return;
+    }
+    const turn = frame.id == null ? undefined : conversation.turn(frame.id);
+    if (!turn) {
+      showBanner(frame.message);
+      return;
+    }
+    // A Stop that crossed the reply's end in flight is refused as unknown; nothing went wrong.
+    if (!turn.active && frame.code === "unknown_id") return;
+    turn.fail(frame.code, frame.message);
+    settle(turn);
+  },
+};
+
+newChatButton.addEventListener("click", () => {
+  if (current) connection.send({ type: "stop", id: current.id });
+  if (!connection.send({ type: "new_chat" })) return;
+  current = null;
+  conversation.clear();
+  cacheStatus.textContent = "";
+  refresh();
+  $("#prompt").focus();
+});
+
+resetCacheButton.addEventListener("click", () => {
+  if (connection.send({ type: "reset_cache" })) cacheStatus.textContent = "Resetting…";
+});
+
+reconnectButton.addEventListener("click", () => connection.retryNow());
+banner.querySelector(".banner-close").addEventListener("click", () => (banner.hidden = true));
+
+// The settings pane sits beside the chat on wide screens and over it on narrow ones,
+// where it starts closed.
+const settingsToggle = $("#settings-toggle");
+function showSettings(open) {
+  document.body.dataset.settings = open ? "open" : "closed";
+  settingsToggle.setAttribute("aria-expanded", String(open));
+}
+settingsToggle.addEventListener("click", () => showSettings(document.body.dataset.settings !== "open"));
+const narrow = matchMedia("(max-width: 960px)");
+narrow.addEventListener("change", () => showSettings(!narrow.matches));
+showSettings(!narrow.matches);
+
+refresh();
+connection.connect();
+$("#prompt").focus();
