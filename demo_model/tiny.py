@@ -114,6 +114,22 @@ def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
     return ids
 
 
+def _printable_mask(out: Path) -> list[float]:
+    """1.0 for whole words (printable, with a leading space), 0.0 for the rest.
+
+    Streaming detokenizers release text at word starts, so word tokens stream one by one.
+    """
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(out / "tokenizer.json"))
+    mask = []
+    for i in range(tok.get_vocab_size()):
+        text = tok.decode([i], skip_special_tokens=True)
+        word = text.startswith(" ") and text.strip() and text.isprintable() and text.isascii()
+        mask.append(1.0 if word else 0.0)
+    return mask
+
+
 def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
     """Write a complete tiny checkpoint to ``out`` (replacing it) and return its path."""
     import mlx.core as mx
@@ -158,6 +174,10 @@ def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
     mx.random.seed(seed)
     model = Model(ModelConfig.from_dict(config))
     weights = dict(tree_flatten(model.parameters()))
+    # Random weights would often pick byte fragments that never decode to text. With tied
+    # embeddings, a zero row gives a zero logit, so greedy decoding keeps to printable tokens.
+    key = "language_model.model.embed_tokens.weight"
+    weights[key] = weights[key] * mx.array(_printable_mask(out))[:, None]
     mtp = Qwen3_5MTPDraftModel(Qwen3_5MTPConfig.from_dict(config))
     weights.update({f"mtp.{k}": v for k, v in tree_flatten(mtp.parameters())})
     mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})

@@ -17,14 +17,18 @@ const FIELDS = {
     hint: "The drafter proposes tokens and the model checks them in one pass.",
   },
   draft_block_size: {
-    group: "Speculative decoding", label: "Draft block size", kind: "int", min: 2, max: 8, unit: "tokens",
+    group: "Speculative decoding", label: "Draft block size", kind: "int", min: 2, max: 16, unit: "tokens",
+    hint: "Tokens per draft round, the verified anchor included: 2 drafts one token.",
   },
   prefix_cache: {
     group: "Prompt processing", label: "Prefix cache", kind: "bool",
     hint: "Reuse the work done on a prompt's shared beginning.",
   },
   prefix_cache_entries: { group: "Prompt processing", label: "Prefix cache entries", kind: "int", min: 1 },
-  prefill_step_size: { group: "Prompt processing", label: "Prefill step size", kind: "int", min: 16, step: 16, unit: "tokens" },
+  prefill_step_size: {
+    group: "Prompt processing", label: "Prefill step size", kind: "int", min: 0, step: 256, unit: "tokens",
+    hint: "Prompt tokens per prefill chunk. 0 sends the whole prompt at once.",
+  },
   system_prompt: { group: "Conversation", label: "System prompt", kind: "text", hint: "Sent before the conversation." },
 };
 

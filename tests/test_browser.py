@@ -1,0 +1,99 @@
+"""The chat page in headless Chromium against the real server on the tiny model."""
+
+import os
+import re
+import shutil
+
+import pytest
+
+pytestmark = pytest.mark.browser
+sync_api = pytest.importorskip("playwright.sync_api")
+
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    # Debian's Chromium where present (no browser download needed), else Playwright's own.
+    executable = os.environ.get("SPECCHAT_CHROMIUM") or shutil.which("chromium")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, mlx_server):
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    page.goto(mlx_server.url + "/")
+    page.wait_for_selector("#engine[data-state=ready]", timeout=60_000)
+    yield page
+    context.close()
+    assert errors == []
+
+
+def set_setting(page, name: str, value: str) -> None:
+    field = page.locator(f'#settings [name="{name}"]')
+    field.fill(value)
+    field.dispatch_event("change")
+    page.wait_for_function(
+        f'document.querySelector(\'#settings [name="{name}"]\').value === "{value}"'
+        " && !document.querySelector('#settings-error')?.textContent.trim()"
+    )
+
+
+def send(page, text: str):
+    page.fill("#prompt", text)
+    page.press("#prompt", "Enter")
+    reply = page.locator(".msg.assistant").last
+    reply.wait_for()
+    return reply
+
+
+def test_thinking_streams_collapses_and_budget_zero_hides_it(page):
+    if page.locator("#settings [name=reasoning_budget]").is_hidden():
+        page.click("#settings-toggle")
+    set_setting(page, "max_tokens", "40")
+    set_setting(page, "reasoning_budget", "400")
+
+    reply = send(page, "hello there")
+    thinking = reply.locator(".thinking")
+    thinking.wait_for()
+    # While it streams the block is open and counts tokens.
+    page.wait_for_function(
+        "() => { const d = document.querySelector('.msg.assistant:last-child .thinking');"
+        " return d && d.open && /Thinking/.test(d.querySelector('summary').textContent); }"
+    )
+    page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=120_000)
+    assert not thinking.evaluate("d => d.open")
+    assert re.fullmatch(r"Thought for \d+(\.\d+)? s · 400 tokens", thinking.locator("summary").inner_text().strip())
+    assert reply.locator(".answer").inner_text().strip()
+    stats = reply.locator(".stats").inner_text()
+    assert "TTFT" in stats and "tok/s" in stats and "accepted" in stats
+
+    set_setting(page, "reasoning_budget", "0")
+    second = send(page, "no thinking please")
+    page.wait_for_function("document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
+                           timeout=120_000)
+    assert second.locator(".thinking").count() == 0
+    assert second.locator(".answer").inner_text().strip()
+    if os.environ.get("SPECCHAT_SCREENSHOT"):
+        page.screenshot(path=os.environ["SPECCHAT_SCREENSHOT"], full_page=True)
+
+
+def test_stop_button_stops_the_reply(page):
+    if page.locator("#settings [name=reasoning_budget]").is_hidden():
+        page.click("#settings-toggle")
+    set_setting(page, "reasoning_budget", "20000")
+    reply = send(page, "think for a long time")
+    reply.locator(".thinking").wait_for()
+    page.click("#stop")
+    page.wait_for_selector('.msg.assistant[data-finish="cancelled"]', timeout=30_000)
+    assert "stopped" in reply.inner_text()
+    page.fill("#prompt", "next question")
+    assert page.locator("#send").is_enabled() and page.locator("#stop").is_hidden()
