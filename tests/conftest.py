@@ -25,26 +25,31 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3_5")
 
 
-class LiveServer:
+class Addresses:
+    port: int
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+
+class LiveServer(Addresses):
     """The app on a loopback port in this process, stopped at teardown."""
 
     def __init__(self, engine, data_dir: Path):
         self.engine = engine
         self.app = create_app(engine, data_dir=data_dir)
         self.server = make_server(self.app, "127.0.0.1", 0)
+        self.port = self.server.port
         self.app.config["ALLOWED_HOSTS"] = allowed_hosts("127.0.0.1", self.server.port)
         self.host = self.app.extensions["specchat"]
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         self.host.start_loading().join(timeout=30)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.server.port}/ws"
 
     def stop(self) -> None:
         self.host.cancel_all()
@@ -59,7 +64,7 @@ def fake_server(tmp_path):
     server.stop()
 
 
-class ServerProcess:
+class ServerProcess(Addresses):
     """``python -m webapp`` in a subprocess: the real CLI, signals and all."""
 
     def __init__(self, args: list[str], data_dir: Path):
@@ -88,14 +93,6 @@ class ServerProcess:
     def _read(self) -> None:
         for line in self.proc.stdout:
             self.lines.append(line)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
 
     def wait_ready(self, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout

@@ -173,3 +173,29 @@ def test_folder_that_is_not_a_model_exits_non_zero(tmp_path):
     result = run_cli("--model", str(tmp_path / "notes"), "--data-dir", str(tmp_path))
     assert result.returncode == 2
     assert "is not a model folder" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_separate_drafter_folder(start_server, tiny_model, tmp_path):
+    drafter = tmp_path / "drafter"
+    subprocess.run([sys.executable, "-m", "mlx_vlm.split_mtp", "--model", str(tiny_model), "--output", str(drafter)],
+                   check=True, capture_output=True, timeout=120)
+    server = start_server("--model", str(tiny_model), "--drafter", str(drafter))
+    assert server.wait_ready()["drafter"] == f"{drafter} (mtp)"
+    answers = {}
+    with WsClient(server.ws_url) as ws:
+        for speculative in (True, False):
+            set_settings(ws, reasoning_budget=6, max_tokens=16, temperature=0.0, speculative=speculative)
+            ws.send({"type": "new_chat"})
+            ws.until("new_chat")
+            done, frames = ws.chat(f"m{speculative}", "draft with a separate head")
+            answers[speculative] = (texts(frames, "thinking"), texts(frames, "answer"))
+            assert (done["stats"]["drafted"] or 0) > 0 if speculative else done["stats"]["drafted"] is None
+    assert answers[True] == answers[False]
+
+
+def test_drafter_none_turns_drafting_off(start_server, tiny_model):
+    server = start_server("--model", str(tiny_model), "--drafter", "none")
+    assert server.wait_ready()["drafter"] is None
+    with WsClient(server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=4, max_tokens=4, speculative=True)
+        assert ws.chat("m1")[0]["stats"]["drafted"] is None
