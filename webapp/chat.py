@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid
 
 from engines import Answer, Done, EngineError, Message, Stats, Thinking, Turn, guarded
@@ -14,36 +13,6 @@ from .errors import ClientError, error_frame
 from .host import EngineHost
 
 log = logging.getLogger(__name__)
-FLUSH_INTERVAL_S = 0.015  # about one display frame
-
-
-class DeltaBatch:
-    """Joins consecutive deltas of one kind into one frame, at most one frame per interval.
-
-    A fast model's tokens share frames (the browser paints once per frame anyway);
-    a token arriving after a gap longer than the interval goes out at once, so a
-    slow model's text is never held back.
-    """
-
-    def __init__(self, send):
-        self._send = send
-        self._kind: str | None = None
-        self._parts: list[str] = []
-        self._last = 0.0
-
-    def add(self, kind: str, text: str) -> None:
-        if kind != self._kind:
-            self.flush()
-            self._kind = kind
-        self._parts.append(text)
-        if time.perf_counter() - self._last >= FLUSH_INTERVAL_S:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._parts:
-            self._send(self._kind, "".join(self._parts))
-            self._parts = []
-            self._last = time.perf_counter()
 
 
 class ChatSession:
@@ -105,21 +74,18 @@ class ChatSession:
     def _forward(self, turn: Turn, events) -> None:
         """Send the reply's events; record what was said, whatever way it ends."""
         said = {"thinking": [], "answer": []}
-        pending = DeltaBatch(lambda kind, text: self.send({"type": kind, "id": turn.id, "text": text}))
         done = None
         try:
             for event in guarded(events):
                 if isinstance(event, (Thinking, Answer)):
                     kind = "thinking" if isinstance(event, Thinking) else "answer"
                     said[kind].append(event.text)
-                    pending.add(kind, event.text)
+                    self.send({"type": kind, "id": turn.id, "text": event.text})
                 elif isinstance(event, Stats):
-                    pending.flush()
                     self.send({"type": "stats", "id": turn.id, "stats": event.values})
                 elif isinstance(event, Done):
                     done = event
         finally:
-            pending.flush()
             turn.cancel.set()
             self.messages.append(Message("assistant", "".join(said["answer"]), "".join(said["thinking"])))
             self._turn = None

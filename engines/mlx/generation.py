@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..base import Turn
+from ..batching import DeltaBatch
 from ..events import Done, Event, Stats
 from ..stats import StatsMeter
 from ..thinking import ThinkSplitter
@@ -35,6 +36,7 @@ class TurnGeneration:
         self.turn = turn
         self.options = turn.options
         self.emit = emit
+        self.deltas = DeltaBatch(emit)
         self.apc_manager = apc_manager
         self.thinking = self.options.reasoning_budget > 0
         self.splitter = ThinkSplitter(thinking=self.thinking)
@@ -50,13 +52,15 @@ class TurnGeneration:
         self.meter.prompt_tokens = len(input_ids)
         if self.drafter is not None:
             self._draft_snapshot = speculative_stats_snapshot(self.drafter)
-        if not self.thinking:
-            finish = self._phase(input_ids, self.options.max_tokens)
-        else:
-            finish = self._phase(input_ids, self.options.reasoning_budget)
-            if finish == "length":
-                finish = self._continue_after_budget()
-        self._flush()
+        try:
+            if not self.thinking:
+                finish = self._phase(input_ids, self.options.max_tokens)
+            else:
+                finish = self._phase(input_ids, self.options.reasoning_budget)
+                if finish == "length":
+                    finish = self._continue_after_budget()
+        finally:
+            self._flush()  # text already generated reaches the user even if generation failed
         self._read_draft_stats()
         return Done(finish, self.meter.snapshot())
 
@@ -112,6 +116,7 @@ class TurnGeneration:
                 self.meter.token(thinking)
                 if self.meter.live_due():
                     self._read_draft_stats()
+                    self.deltas.flush()
                     self.emit(Stats(self.meter.snapshot()))
             self._reconcile_cache()
             return finish
@@ -135,11 +140,12 @@ class TurnGeneration:
 
     def _deliver(self, text: str) -> None:
         for event in self.splitter.feed(text):
-            self.emit(event)
+            self.deltas.add(event)
 
     def _flush(self) -> None:
         for event in self.splitter.flush():
-            self.emit(event)
+            self.deltas.add(event)
+        self.deltas.flush()
 
     def _read_draft_stats(self) -> None:
         if self.drafter is None:
