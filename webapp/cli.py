@@ -32,6 +32,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--engine", choices=["mlx", "fake"], default="mlx",
         help="mlx: the model in this process; fake: a scripted engine for UI work",
     )
+    parser.add_argument(
+        "--blas", default=None,
+        help="Linux CPU: auto (OpenBLAS when installed, the default), bundled (the mlx wheel's own), or a library path",
+    )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return parser.parse_args(argv)
 
@@ -55,6 +59,7 @@ def build_engine(args: argparse.Namespace, data_dir: Path):
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = (args.data_dir or default_data_dir()).expanduser()
@@ -65,6 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     except ModelNotFound as exc:
         print(f"specchat: {exc.message}", file=sys.stderr)
         return 2
+    if args.engine == "mlx":  # arguments are valid: now settle the BLAS before MLX does real work
+        from .blas import blas_in_use, ensure_fast_blas
+
+        ensure_fast_blas(args.blas, argv)
+        import mlx.core  # noqa: F401  (maps the BLAS library, so the log below can name it)
+
+        log.info("BLAS: %s", blas_in_use())
 
     from . import create_app
     from .security import allowed_hosts

@@ -1,0 +1,40 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+from webapp.blas import find_openblas
+
+
+def test_bundled_choice_and_missing_library_mean_no_preload(tmp_path):
+    assert find_openblas("bundled") is None
+    assert find_openblas(str(tmp_path / "libnothing.so")) is None
+
+
+def greedy(model, preload: str | None) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    if preload:
+        env["LD_PRELOAD"] = preload
+    out = subprocess.run([sys.executable, "-m", "benchmarks.greedy", str(model), "--tokens", "48"],
+                         cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=120).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.mark.skipif(find_openblas("auto") is None, reason="no system OpenBLAS")
+def test_openblas_gives_identical_greedy_output(tiny_model):
+    fast, bundled = greedy(tiny_model, find_openblas("auto")), greedy(tiny_model, None)
+    assert fast["blas"].startswith("OpenBLAS") and not bundled["blas"].startswith("OpenBLAS")
+    assert fast["tokens"] == bundled["tokens"] and len(fast["tokens"]) == 48
+
+
+@pytest.mark.skipif(find_openblas("auto") is None, reason="no system OpenBLAS")
+def test_cli_logs_its_blas_and_can_turn_it_off(start_server, tiny_model):
+    default = start_server("--model", str(tiny_model))
+    default.wait_ready()
+    assert any("BLAS: OpenBLAS" in line for line in default.lines)
+    bundled = start_server("--model", str(tiny_model), "--blas", "bundled")
+    bundled.wait_ready()
+    assert any("BLAS: the mlx wheel's bundled" in line for line in bundled.lines)

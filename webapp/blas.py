@@ -1,0 +1,62 @@
+"""Use a fast system BLAS under MLX on a Linux CPU.
+
+The mlx-cpu wheel bundles netlib's reference BLAS: float32 matmuls run ~30×
+slower than OpenBLAS, and a k-token speculative verify costs ~k× one token, so
+drafting cannot pay. The dynamic loader binds BLAS symbols to the first
+library that defines them, so preloading OpenBLAS before MLX loads makes MLX
+use it. That has to happen at process start: the process re-executes itself
+once with ``LD_PRELOAD`` set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+ENV = "SPECCHAT_BLAS"  # "bundled" keeps the wheel's BLAS; a path picks a library
+CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+    "/usr/lib/aarch64-linux-gnu/openblas-pthread/libopenblas.so.0",
+    "/usr/lib64/libopenblas.so.0",
+    "/usr/lib/libopenblas.so.0",
+)
+
+
+def find_openblas(choice: str | None) -> str | None:
+    """The library to preload, or None for the bundled BLAS."""
+    if choice == "bundled" or not sys.platform.startswith("linux"):
+        return None
+    if choice and choice != "auto":
+        return choice if Path(choice).is_file() else None
+    return next((c for c in CANDIDATES if Path(c).is_file()), None)
+
+
+def ensure_fast_blas(choice: str | None, argv: list[str]) -> None:
+    """Re-exec with OpenBLAS preloaded when one is found and not yet loaded (returns otherwise)."""
+    choice = choice or os.environ.get(ENV) or "auto"
+    library = find_openblas(choice)
+    preloaded = os.environ.get("LD_PRELOAD", "")
+    if library is None or library in preloaded.split(":"):
+        return
+    env = dict(os.environ, LD_PRELOAD=":".join(p for p in (library, preloaded) if p), **{ENV: library})
+    os.execve(sys.executable, [sys.executable, "-m", "webapp", *argv], env)
+
+
+def blas_in_use() -> str:
+    """Which BLAS this process mapped, for the start-up log."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return "the platform's BLAS (Accelerate on macOS)" if sys.platform == "darwin" else "unknown"
+    # numpy's own OpenBLAS (numpy.libs, 64-bit-suffixed symbols) is not one MLX can use.
+    libs = sorted({line.split()[-1] for line in maps.splitlines()
+                   if "blas" in line.lower() and "/" in line and "numpy.libs" not in line})
+    fast = [lib for lib in libs if "openblas" in lib.lower()]
+    if fast:
+        return f"OpenBLAS ({fast[0]}); set {ENV}=bundled or pass --blas bundled to turn it off"
+    return (f"the mlx wheel's bundled reference BLAS ({', '.join(libs) or 'none mapped yet'}); "
+            "install OpenBLAS (Debian/Ubuntu: libopenblas0-pthread) for a faster CPU")
