@@ -73,6 +73,10 @@ def main() -> None:
     parser.add_argument("--model", help="model folder (default: a freshly built tiny qwen3_5)")
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
+    from webapp.blas import blas_in_use, ensure_fast_blas
+
+    # The engine measured here runs under the same BLAS as the server's.
+    ensure_fast_blas(None, sys.argv[1:], module="benchmarks.streaming")
     work = Path(tempfile.mkdtemp(prefix="specchat-bench-"))
     if args.model is None:
         from demo_model.tiny import build_tiny_checkpoint
@@ -82,6 +86,9 @@ def main() -> None:
                          capture_output=True, text=True).stdout.strip() or platform.processor()
     print(f"machine: {platform.system()} {platform.machine()}, {cpu}, {__import__('os').cpu_count()} cores")
     print(f"model: {args.model}; settings: {SETTINGS}")
+    import mlx.core  # noqa: F401  (maps the BLAS library)
+
+    print(f"BLAS: {blas_in_use()}")
 
     from engines import GenerationOptions
     from engines.mlx import MlxEngine

@@ -35,15 +35,15 @@ def find_openblas(choice: str | None) -> str | None:
     return next((c for c in CANDIDATES if Path(c).is_file()), None)
 
 
-def ensure_fast_blas(choice: str | None, argv: list[str]) -> None:
-    """Re-exec with OpenBLAS preloaded when one is found and not yet loaded (returns otherwise)."""
+def ensure_fast_blas(choice: str | None, argv: list[str], module: str = "webapp") -> None:
+    """Re-exec ``python -m module argv`` with OpenBLAS preloaded when one is found and not yet loaded."""
     choice = choice or os.environ.get(ENV) or "auto"
     library = find_openblas(choice)
     preloaded = os.environ.get("LD_PRELOAD", "")
     if library is None or library in preloaded.split(":"):
         return
     env = dict(os.environ, LD_PRELOAD=":".join(p for p in (library, preloaded) if p), **{ENV: library})
-    os.execve(sys.executable, [sys.executable, "-m", "webapp", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
 
 
 def blas_in_use() -> str:

@@ -6,6 +6,8 @@ import logging
 import threading
 import uuid
 
+import orjson
+
 from engines import Answer, Done, EngineError, Message, Stats, Thinking, Turn, guarded
 
 from . import protocol
@@ -134,7 +136,7 @@ class ChatSession:
 def _frame_id(raw) -> str | None:
     """The frame's id when one can be read, so the error lands next to its message."""
     try:
-        value = protocol.orjson.loads(raw).get("id")
+        value = orjson.loads(raw).get("id")
     except Exception:
         return None
     return value if isinstance(value, str) else None
