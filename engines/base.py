@@ -11,7 +11,7 @@ from typing import Literal
 from .events import Event
 from .options import GenerationOptions
 
-State = Literal["loading", "ready", "error"]
+State = Literal["starting", "loading", "ready", "error"]
 
 
 @dataclass(frozen=True)

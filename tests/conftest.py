@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from engines.fake import FakeEngine
+from engines.registry import EngineSpec, create_engine
 from webapp import create_app
 from webapp.security import allowed_hosts
 from webapp.serving import make_server
@@ -42,7 +43,8 @@ class LiveServer(Addresses):
 
     def __init__(self, engine, data_dir: Path):
         self.engine = engine
-        self.app = create_app(engine, data_dir=data_dir)
+        self.app = create_app(engine, data_dir=data_dir, spec=EngineSpec(name="fake"),
+                              engine_factory=lambda spec: create_engine(spec, data_dir))
         self.server = make_server(self.app, "127.0.0.1", 0)
         self.port = self.server.port
         self.app.config["ALLOWED_HOSTS"] = allowed_hosts("127.0.0.1", self.server.port)

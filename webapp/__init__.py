@@ -9,8 +9,12 @@ from flask import Flask
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def create_app(engine, *, data_dir: str | Path | None = None, config: dict | None = None) -> Flask:
+def create_app(engine, *, data_dir: str | Path | None = None, config: dict | None = None,
+               spec=None, engine_factory=None) -> Flask:
     """Build the app around ``engine`` (any ``engines.Engine``).
+
+    ``spec`` (an ``engines.registry.EngineSpec``) says what ``engine`` is;
+    with ``engine_factory`` (spec → engine) tabs may switch engines live.
 
     ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
     answers to); without it no Origin/Host check is made, as in unit tests.
@@ -30,7 +34,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": 16 << 20}
     app.config.update(config or {})
     security.init_app(app)
-    EngineHost(engine, SettingsStore(Path(data_dir) if data_dir else None)).init_app(app)
+    EngineHost(engine, SettingsStore(Path(data_dir) if data_dir else None), spec, engine_factory).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     sock.init_app(app)

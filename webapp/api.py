@@ -22,7 +22,17 @@ def _client_error(exc: ClientError):
 
 @bp.get("/health")
 def health():
-    return jsonify({"ok": True, "engine": _host().engine.info().to_dict()})
+    frame = _host().engine_frame()
+    return jsonify({"ok": True, "engine": frame["engine"], "spec": frame["spec"]})
+
+
+@bp.post("/engine")
+def switch_engine():
+    spec = request.get_json(silent=True)
+    if not isinstance(spec, dict):
+        raise ClientError("bad_json", 'Send a JSON engine spec, e.g. {"name": "openai", "base_url": "http://127.0.0.1:8080/v1"}.')
+    _host().switch_engine(spec)
+    return jsonify({"ok": True, **{k: v for k, v in _host().engine_frame().items() if k != "type"}})
 
 
 @bp.get("/settings")

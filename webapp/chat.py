@@ -40,10 +40,13 @@ class ChatSession:
                 self._closed = True
 
     def hello(self) -> None:
+        engine = self._host.engine_frame()
         self.send({
             "type": "hello",
             "protocol": protocol.PROTOCOL,
-            "engine": self._host.engine.info().to_dict(),
+            "engine": engine["engine"],
+            "spec": engine["spec"],
+            "choices": engine["choices"],
             "settings": self._host.settings.current.model_dump(),
         })
 
@@ -104,6 +107,9 @@ class ChatSession:
 
     def _on_settings(self, frame: protocol.SettingsFrame) -> None:
         self._host.update_settings(frame.values)
+
+    def _on_switch_engine(self, frame: protocol.SwitchEngineFrame) -> None:
+        self._host.switch_engine(frame.spec)
 
     def _on_reset_cache(self, frame: protocol.ResetCacheFrame) -> None:
         try:

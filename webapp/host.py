@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from engines import Engine, EngineInfo
+from pydantic import ValidationError
 
+from engines import Engine, EngineError, EngineInfo
+from engines.registry import NAMES, EngineSpec
+
+from .errors import ClientError, describe_validation
 from .settings import SettingsStore
 
 if TYPE_CHECKING:
@@ -17,15 +22,31 @@ log = logging.getLogger(__name__)
 
 
 class EngineHost:
-    def __init__(self, engine: Engine, settings: SettingsStore):
+    def __init__(
+        self,
+        engine: Engine,
+        settings: SettingsStore,
+        spec: EngineSpec | None = None,
+        factory: Callable[[EngineSpec], Engine] | None = None,
+    ):
         self.engine = engine
+        self.spec = spec or EngineSpec(name=engine.name if engine.name in NAMES else "fake")
         self.settings = settings
+        self._factory = factory
         self._sessions: set[ChatSession] = set()
         self._lock = threading.Lock()
-        engine.on_change(self._engine_changed)
+        self._watch(engine)
 
     def init_app(self, app) -> None:
         app.extensions["specchat"] = self
+
+    def _watch(self, engine: Engine) -> None:
+        # A replaced engine's last words (unloading) must not reach the tabs.
+        engine.on_change(lambda info: engine is self.engine and self._engine_changed(info))
+
+    def engine_frame(self) -> dict:
+        return {"type": "engine", "engine": self.engine.info().to_dict(), "spec": self.spec.public(),
+                "choices": list(NAMES) if self._factory else [self.spec.name]}
 
     def start_loading(self) -> threading.Thread:
         """Load in the background: the port is open and the UI shows progress meanwhile."""
@@ -34,6 +55,33 @@ class EngineHost:
         )
         thread.start()
         return thread
+
+    def switch_engine(self, values: dict) -> None:
+        """Replace the engine: the old one's resources are released, then the new one loads."""
+        if self._factory is None:
+            raise ClientError("invalid_engine", "This server cannot switch engines; restart it with --engine.")
+        try:
+            spec = EngineSpec.model_validate(values)
+        except ValidationError as exc:
+            raise ClientError("invalid_engine", f"Engine not changed: {describe_validation(exc)}.") from None
+        try:
+            engine = self._factory(spec)
+        except EngineError as exc:
+            raise ClientError("invalid_engine", f"Engine not changed: {exc.message}") from None
+        self.cancel_all()
+        with self._lock:
+            old, self.engine, self.spec = self.engine, engine, spec
+        self._watch(engine)
+        self.broadcast(self.engine_frame())
+        threading.Thread(target=self._hand_over, args=(old, engine), name="engine-switch", daemon=True).start()
+
+    def _hand_over(self, old: Engine, new: Engine) -> None:
+        try:
+            old.unload()
+        except Exception:  # the new engine must still load
+            log.exception("unloading %s failed", old.name)
+        if new is self.engine:
+            new.load(self.settings.current)
 
     def add(self, session: ChatSession) -> None:
         with self._lock:
@@ -66,4 +114,4 @@ class EngineHost:
             session.cancel(wait=True)
 
     def _engine_changed(self, info: EngineInfo) -> None:
-        self.broadcast({"type": "engine", "engine": info.to_dict()})
+        self.broadcast(self.engine_frame())

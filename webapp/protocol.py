@@ -33,6 +33,11 @@ class SettingsFrame(_Frame):
     values: dict
 
 
+class SwitchEngineFrame(_Frame):
+    type: Literal["switch_engine"]
+    spec: dict
+
+
 class ResetCacheFrame(_Frame):
     type: Literal["reset_cache"]
 
@@ -42,10 +47,11 @@ class NewChatFrame(_Frame):
 
 
 ClientFrame = Annotated[
-    Union[ChatFrame, StopFrame, SettingsFrame, ResetCacheFrame, NewChatFrame], Field(discriminator="type")
+    Union[ChatFrame, StopFrame, SettingsFrame, SwitchEngineFrame, ResetCacheFrame, NewChatFrame],
+    Field(discriminator="type"),
 ]
 _adapter = TypeAdapter(ClientFrame)
-TYPES = ("chat", "stop", "settings", "reset_cache", "new_chat")
+TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat")
 
 
 def parse(raw: str | bytes) -> ClientFrame:

@@ -21,11 +21,12 @@ export class EnginePanel {
     this.model.title = engine.model ?? "";
     this.drafter.textContent = engine.drafter ? `drafter ${engine.drafter}` : "no drafter";
     this.drafter.title = engine.drafter ?? "";
-    this.loading.hidden = engine.state !== "loading";
+    const busy = engine.state === "loading" || engine.state === "starting";
+    this.loading.hidden = !busy;
     // No value makes the bar indeterminate, which is right when the server cannot say how far it is.
     if (engine.progress == null) this.progress.removeAttribute("value");
     else this.progress.value = engine.progress;
-    const percent = engine.state === "loading" && engine.progress != null ? ` ${Math.round(engine.progress * 100)}%` : "";
+    const percent = busy && engine.progress != null ? ` ${Math.round(engine.progress * 100)}%` : "";
     this.message.textContent = engine.state === "ready" ? "" : `${engine.message ?? ""}${percent}`.trim();
   }
 

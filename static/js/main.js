@@ -3,6 +3,7 @@
 import { Composer } from "@app/composer.js";
 import { Conversation } from "@app/conversation.js";
 import { EnginePanel } from "@app/engine.js";
+import { EnginePicker } from "@app/engine-picker.js";
 import { formatBytes, formatCount } from "@app/format.js";
 import { SettingsPane } from "@app/settings.js";
 import { Connection, socketUrl } from "@app/socket.js";
@@ -31,6 +32,11 @@ const settings = new SettingsPane({
   error: $("#settings-error"),
   status: $("#settings-status"),
   send: (values) => connection.send({ type: "settings", values }),
+});
+const picker = new EnginePicker({
+  form: $("#engine-form"),
+  error: $("#engine-error"),
+  send: (spec) => connection.send({ type: "switch_engine", spec }),
 });
 const composer = new Composer({
   form: $("#composer"),
@@ -80,7 +86,7 @@ function refresh() {
     blocked = everConnected
       ? "Not connected. Anything you type stays here until the connection is back."
       : "Connecting to the server…";
-  } else if (engineInfo.state === "loading") {
+  } else if (engineInfo.state === "loading" || engineInfo.state === "starting") {
     blocked = "The model is loading…";
   } else if (engineInfo.state === "error") {
     blocked = "The engine could not start; see the message at the top.";
@@ -142,12 +148,14 @@ const handlers = {
     connected = true;
     engineInfo = frame.engine;
     engine.update(engineInfo);
+    picker.update(frame.spec, frame.choices);
     settings.update(frame.settings);
     refresh();
   },
   engine(frame) {
     engineInfo = frame.engine;
     engine.update(engineInfo);
+    picker.update(frame.spec, frame.choices);
     refresh();
   },
   settings(frame) {
@@ -182,6 +190,10 @@ const handlers = {
   error(frame) {
     if (frame.code === "invalid_settings") {
       settings.rejected(frame.message);
+      return;
+    }
+    if (frame.code === "invalid_engine") {
+      picker.rejected(frame.message);
       return;
     }
     const turn = frame.id == null ? undefined : conversation.turn(frame.id);

@@ -1,0 +1,59 @@
+"""Switching engines live from a tab."""
+
+import pytest
+import requests
+
+from tests.wsclient import WsClient
+
+
+def test_switch_reaches_every_tab_and_the_new_engine_answers(fake_server):
+    old = fake_server.host.engine
+    with WsClient(fake_server.ws_url) as ws, WsClient(fake_server.ws_url) as other:
+        assert ws.hello["spec"]["name"] == "fake" and "mlx" in ws.hello["choices"]
+        ws.chat("m1")
+        ws.send({"type": "switch_engine", "spec": {"name": "fake"}})
+        for client in (ws, other):
+            frame, _ = client.until("engine")
+            while frame["engine"]["state"] != "ready":
+                frame, _ = client.until("engine")
+        assert fake_server.host.engine is not old
+        assert old.info().state == "error" and old.info().message == "unloaded"
+        done, _ = ws.chat("m2")
+        assert done["finish_reason"] == "stop"
+    # The conversation carries over to the new engine.
+    assert [m.role for m in fake_server.host.engine.turns[-1].messages] == ["user", "assistant", "user"]
+
+
+def test_switch_stops_a_reply_in_flight(fake_server):
+    with WsClient(fake_server.ws_url) as ws:
+        ws.send({"type": "chat", "id": "long", "text": "hi"})
+        ws.until("thinking")
+        ws.send({"type": "switch_engine", "spec": {"name": "fake"}})
+        done, _ = ws.until("done", id="long")
+        assert done["finish_reason"] == "cancelled"
+
+
+@pytest.mark.parametrize(
+    "spec, words",
+    [
+        ({"name": "warp"}, "name"),
+        ({"name": "openai"}, "/v1 URL"),
+        ({"name": "mlx", "model": "./no/such/model"}, "does not exist"),
+        ({"name": "fake", "colour": "red"}, "colour"),
+    ],
+)
+def test_bad_engine_spec_changes_nothing(fake_server, spec, words):
+    before = fake_server.host.engine
+    with WsClient(fake_server.ws_url) as ws:
+        ws.send({"type": "switch_engine", "spec": spec})
+        error, _ = ws.until("error")
+        assert error["code"] == "invalid_engine" and words in error["message"]
+        assert ws.chat("m1")[0]["finish_reason"] == "stop"
+    assert fake_server.host.engine is before
+
+
+def test_rest_switch_and_health_never_show_the_key(fake_server):
+    reply = requests.post(fake_server.url + "/api/engine", json={"name": "fake", "api_key": "sk-secret"})
+    assert reply.status_code == 200 and reply.json()["spec"]["api_key_set"] is True
+    health = requests.get(fake_server.url + "/api/health").text
+    assert "sk-secret" not in health and '"api_key_set":true' in health
