@@ -9,6 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
+from engines.registry import MTPLX_URL
+
 log = logging.getLogger("specchat")
 
 
@@ -22,40 +24,37 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="specchat", description="Chat with a local model in your browser.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
-    parser.add_argument("--model", help="model folder or hub id (default: the bundled demo model)")
+    parser.add_argument(
+        "--model",
+        help="mlx: model folder or hub id (default: the bundled demo model); mtplx: the model `mtplx serve` loads "
+        "(default: whatever the daemon serves); openai: the served model name (default: the server's first)",
+    )
     parser.add_argument(
         "--drafter",
         help="drafter folder or hub id, or 'none' (default: the model's bundled MTP head when it has one)",
     )
     parser.add_argument("--data-dir", type=Path, default=None, help=f"settings and state (default {default_data_dir()})")
     parser.add_argument(
-        "--engine", choices=["mlx", "fake"], default="mlx",
-        help="mlx: the model in this process; fake: a scripted engine for UI work",
+        "--engine", choices=["mlx", "mtplx", "openai", "fake"], default="mlx",
+        help="mlx: the model in this process; mtplx: a local MTPLX daemon (adopted, or started and stopped with "
+        "specchat); openai: any OpenAI-compatible server; fake: a scripted engine for UI work",
     )
+    parser.add_argument(
+        "--base-url",
+        help=f"openai: the server's /v1 URL (e.g. http://127.0.0.1:8080/v1); mtplx: the daemon's address "
+        f"(default {MTPLX_URL})",
+    )
+    parser.add_argument("--api-key", default=os.environ.get("SPECCHAT_API_KEY"),
+                        help="API key for the openai or mtplx server (default: $SPECCHAT_API_KEY)")
     parser.add_argument(
         "--blas", default=None,
         help="Linux CPU: auto (OpenBLAS when installed, the default), bundled (the mlx wheel's own), or a library path",
     )
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    return parser.parse_args(argv)
-
-
-def build_engine(args: argparse.Namespace, data_dir: Path):
-    if args.engine == "fake":
-        from engines.fake import FakeEngine
-
-        return FakeEngine()
-    from engines.mlx import MlxEngine
-    from engines.mlx.loading import check_model_dir
-
-    if args.model is None:
-        from demo_model import default_model
-
-        args.model = str(default_model(data_dir))
-    check_model_dir(args.model)
-    if args.drafter not in (None, "none"):
-        check_model_dir(args.drafter)
-    return MlxEngine(args.model, args.drafter)
+    args = parser.parse_args(argv)
+    if args.engine == "openai" and not args.base_url:
+        parser.error("--engine openai needs --base-url, the server's /v1 URL (e.g. http://127.0.0.1:8080/v1)")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,17 +62,22 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = (args.data_dir or default_data_dir()).expanduser()
-    from engines import ModelNotFound
+    from engines import EngineError
+    from engines.registry import EngineSpec, create_engine
 
+    spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
+                      api_key=args.api_key)
     try:
-        engine = build_engine(args, data_dir)
-    except ModelNotFound as exc:
+        engine = create_engine(spec, data_dir)
+    except EngineError as exc:
         print(f"specchat: {exc.message}", file=sys.stderr)
         return 2
-    if args.engine == "mlx":  # arguments are valid: now settle the BLAS before MLX does real work
-        from .blas import blas_in_use, ensure_fast_blas
+    # The arguments are valid: settle the BLAS before MLX does real work (also for a later live
+    # switch to the MLX engine).
+    from .blas import blas_in_use, ensure_fast_blas
 
-        ensure_fast_blas(args.blas, argv)
+    ensure_fast_blas(args.blas, argv)
+    if args.engine == "mlx":
         import mlx.core  # noqa: F401  (maps the BLAS library, so the log below can name it)
 
         log.info("BLAS: %s", blas_in_use())
@@ -82,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     from .security import allowed_hosts
     from .serving import make_server
 
-    app = create_app(engine, data_dir=data_dir)
+    app = create_app(engine, data_dir=data_dir, spec=spec,
+                     engine_factory=lambda new: create_engine(new, data_dir))
     try:
         server = make_server(app, args.host, args.port)
     except OSError as exc:

@@ -1,0 +1,253 @@
+"""MTPLX: Qwen models with native multi-token prediction behind a supervised local daemon.
+
+Built on the OpenAI-compatible engine, with what the daemon adds: the session
+header that pins each conversation's KV cache, per-request ``generation_mode``
+and ``depth`` from the drafter settings, reasoning effort for model families
+that declare levels, live and final speculative statistics, cache clear and
+SSD archive, and cancel by request id.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from dataclasses import replace
+
+from ..base import EngineInfo, Turn
+from ..errors import EngineBusy, EngineError
+from ..openai_compat import DEFAULT_STALL_S, OpenAICompatEngine, ReplyReader, as_float, as_int
+from ..options import GenerationOptions
+from .supervisor import MtplxSupervisor
+
+log = logging.getLogger(__name__)
+DEFAULT_URL = "http://127.0.0.1:8766"
+DEPTH_RANGE = (1, 3)  # MAX_PUBLIC_SPECULATIVE_DEPTH for the public Qwen packs
+LADDER = ("low", "medium", "high", "xhigh")
+# The reasoning-budget steps (0 is off) and the effort each stands for.
+BUDGET_STEPS = ((512, "low"), (1024, "medium"), (2048, "high"))
+# Families that declare effort levels; the rest (Qwen 3.5/3.6) ignore effort.
+FAMILY_LEVELS = (
+    (("bonsai",), ("medium", "xhigh")),
+    (("step3.5", "step-3.5", "step3p5", "step35"), ("low", "medium", "high")),
+    (("qwen3.8", "qwen38", "qwen4_exp"), ("low", "medium", "xhigh")),
+)
+
+
+def effort_for(budget: int, levels: tuple[str, ...] | list[str]) -> str | None:
+    """The declared level for a reasoning budget, as the daemon resolves one: the nearest above, else below."""
+    if budget <= 0 or not levels:
+        return None
+    wanted = next((effort for step, effort in BUDGET_STEPS if budget <= step), BUDGET_STEPS[-1][1])
+    rank = LADDER.index(wanted)
+    declared = sorted((LADDER.index(level) for level in levels if level in LADDER))
+    above = [r for r in declared if r >= rank]
+    return LADDER[above[0] if above else declared[-1]] if declared else None
+
+
+def family_levels(health: dict, model: str | None) -> tuple[str, ...]:
+    """The effort levels the served model's family declares, known from its name (the daemon does not list them)."""
+    name = " ".join(str(v) for v in (health.get("model_path"), health.get("model"), model) if v).lower()
+    return next((levels for keys, levels in FAMILY_LEVELS if any(k in name for k in keys)), ())
+
+
+class MtplxReader(ReplyReader):
+    """Adds the daemon's progress frames (live) and ``mtplx_stats`` (final) to the stats."""
+
+    def read_extra(self, chunk: dict) -> None:
+        progress = chunk.get("mtplx_progress")
+        if isinstance(progress, dict) and not progress.get("heartbeat"):
+            self._read_progress(progress)
+        stats = chunk.get("mtplx_stats")
+        if isinstance(stats, dict):
+            self._read_final(stats)
+
+    def _read_progress(self, progress: dict) -> None:
+        tokens = as_int(progress.get("completion_tokens"))
+        if tokens is not None:
+            self.server_counts = True
+            # Deltas of one verify round arrive merged: the daemon's count is the true one.
+            thinking = tokens if progress.get("decode_phase") == "reasoning" else self.meter.thinking_tokens
+            self.meter.thinking_tokens = min(thinking, tokens)
+            self.meter.answer_tokens = tokens - self.meter.thinking_tokens
+        speed = as_float(progress.get("phase_tok_s")) or as_float(progress.get("decode_tok_s"))
+        if speed:
+            self.reported["tok_s"] = round(speed, 1)
+        self._read_depths(progress.get("accepted_by_depth"), progress.get("drafted_by_depth"))
+
+    def _read_depths(self, accepted, drafted) -> None:
+        if not (isinstance(accepted, list) and isinstance(drafted, list)) or not drafted:
+            return
+        self.reported["drafted"] = sum(d for d in drafted if isinstance(d, int))
+        self.reported["accepted"] = sum(a for a in accepted if isinstance(a, int))
+        self.reported["acceptance_by_depth"] = [
+            round(a / d, 4) if isinstance(a, int) and isinstance(d, int) and d else None
+            for a, d in zip(accepted, drafted)
+        ]
+
+    def _read_final(self, stats: dict) -> None:
+        ttft = as_float(stats.get("ttft_s"))
+        if ttft is not None:
+            self.reported["ttft_ms"] = round(ttft * 1000.0, 1)
+        speed = as_float(stats.get("decode_tok_s")) or as_float(stats.get("tok_s"))
+        if speed:
+            self.reported["tok_s"] = round(speed, 1)
+        for key, source in (("prompt_tokens", "prompt_tokens"), ("cached_tokens", "cached_tokens"),
+                            ("drafted", "drafted_tokens"), ("accepted", "accepted_drafts")):
+            if as_int(stats.get(source)) is not None:
+                self.reported[key] = as_int(stats[source])
+        if stats.get("generation_mode") == "ar":
+            for key in ("drafted", "accepted", "acceptance_by_depth"):
+                self.reported.pop(key, None)
+        else:
+            self._read_depths(stats.get("accepted_by_depth"), stats.get("drafted_by_depth"))
+
+    def snapshot(self) -> dict:
+        stats = super().snapshot()
+        if stats.get("drafted") is None:
+            stats["acceptance"] = None
+        return stats
+
+
+class MtplxEngine(OpenAICompatEngine):
+    """``base_url`` is the daemon's address (its /v1 is derived); ``model`` is what ``mtplx serve`` loads."""
+
+    name = "mtplx"
+
+    def __init__(self, base_url: str = DEFAULT_URL, model: str | None = None, api_key: str | None = None,
+                 context_window: int | None = 16384, kv_quant: str = "q8", depth: int = 3,
+                 executable: str = "mtplx", stall_s: float = DEFAULT_STALL_S, start_timeout_s: float = 1800.0,
+                 grace_s: float = 10.0):
+        address = base_url.rstrip("/").removesuffix("/v1")
+        super().__init__(address + "/v1", model, api_key, stall_s=stall_s)
+        self.served_model: str | None = None
+        self.supervisor = MtplxSupervisor(address, model, context_window, kv_quant, depth, api_key, executable,
+                                          start_timeout_s, grace_s)
+        self._warmed_system: str | None = None
+        self._request_ids: dict[str, str] = {}
+
+    @property
+    def server(self) -> str:
+        return f"MTPLX at {self.supervisor.address}"
+
+    def info(self) -> EngineInfo:
+        mtp = self._state == "ready" and self.supervisor.health.get("load_mtp", True) is not False
+        return replace(super().info(), model=self.model or self.served_model or "",
+                       drafter="MTP head (MTPLX)" if mtp else None)
+
+    def load(self, options: GenerationOptions) -> None:
+        self._set_state("loading", f"looking for MTPLX at {self.supervisor.address}", 0.0)
+        try:
+            self._ensure_daemon()
+            self._set_state("loading", "warming up the system prompt", 0.97)
+            self._warm_up(options.system_prompt)
+        except EngineError as exc:
+            self._set_state("error", exc.message)
+            return
+        adopted = "" if self.supervisor.owned else "using the MTPLX daemon that was already running"
+        self._set_state("ready", adopted)
+
+    def _ensure_daemon(self) -> None:
+        health = self.supervisor.ensure(lambda message, progress: self._set_state("loading", message, progress))
+        self.served_model = health.get("model") if isinstance(health.get("model"), str) else None
+
+    def _warm_up(self, system_prompt: str) -> None:
+        """Compile the daemon's kernels and bank the system prompt's prefix before the first message."""
+        if not system_prompt.strip():
+            return
+        body = {"messages": [{"role": "system", "content": system_prompt}, {"role": "user", "content": "hello"}],
+                "max_tokens": 1, "temperature": 0.0, "stream": False, "enable_thinking": False}
+        try:
+            response = self._client.post(self.base_url + "/chat/completions", json=body, timeout=120)
+            log.info("MTPLX warm-up: HTTP %d", response.status_code)
+            self._warmed_system = system_prompt
+        except Exception as exc:  # a cold first message is slower, never wrong
+            log.warning("MTPLX warm-up failed: %s", exc)
+
+    def prepare(self, options: GenerationOptions) -> None:
+        if self._state == "ready" and options.system_prompt != self._warmed_system:
+            threading.Thread(target=self._warm_up, args=(options.system_prompt,), name="mtplx-warm-up",
+                             daemon=True).start()
+
+    def before_turn(self, turn: Turn) -> None:
+        """A daemon that died since the last message is started again (ours) or replaced (an adopted one)."""
+        if self.supervisor.probe()[0] == "mtplx":
+            return
+        self._set_state("loading", "MTPLX is not answering: starting it again", 0.0)
+        try:
+            self._ensure_daemon()
+        except EngineError as exc:
+            self._set_state("error", exc.message)
+            raise
+        self._set_state("ready", "MTPLX was restarted")
+
+    def payload(self, turn: Turn) -> dict:
+        options = turn.options
+        body = super().payload(turn)
+        for key in ("model", "thinking_budget", "stream_options"):  # ignored by MTPLX: the loaded model answers
+            body.pop(key, None)
+        speculative = options.speculative and self.supervisor.health.get("load_mtp", True) is not False
+        body["generation_mode"] = "mtp" if speculative else "ar"
+        if speculative:
+            low, high = DEPTH_RANGE
+            body["depth"] = max(low, min(high, options.draft_block_size - 1))
+        effort = effort_for(options.reasoning_budget, family_levels(self.supervisor.health, self.model))
+        if effort is not None:
+            body["reasoning_effort"] = effort
+        return body
+
+    def headers(self, turn: Turn) -> dict:
+        request_id = f"specchat-{uuid.uuid4().hex}"
+        self._request_ids[turn.id] = request_id
+        # Session by header: a body session_id is ignored. No X-MTPLX-Client: that would override our sampling.
+        return {"X-MTPLX-Session-Id": turn.conversation_id, "X-MTPLX-Request-Id": request_id}
+
+    def reader(self, turn: Turn) -> ReplyReader:
+        return MtplxReader(turn.options, self.server)
+
+    def cancel_remote(self, turn: Turn) -> None:
+        request_id = self._request_ids.pop(turn.id, None)
+        if request_id is None:
+            return
+        try:
+            self.supervisor.post(f"/v1/mtplx/cancel/chatcmpl-{request_id}", timeout=2.0)
+        except EngineError as exc:  # the closed stream already cancels it on the daemon
+            log.info("MTPLX cancel: %s", exc.message)
+
+    def _reply(self, turn: Turn):
+        try:
+            yield from super()._reply(turn)
+        finally:
+            self._request_ids.pop(turn.id, None)
+
+    def explain(self, exc: EngineError) -> str:
+        if exc.code in ("connection_lost", "unreachable") and self.supervisor.exited(within=1.0):
+            return "MTPLX stopped during the reply. It will be started again with your next message."
+        return exc.message
+
+    def reset_cache(self, deep: bool = False) -> dict:
+        """Clear the daemon's RAM session bank; ``deep`` also archives its SSD cache so nothing is restored."""
+        if self._active is not None:
+            raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
+        cleared = self.supervisor.post("/admin/cache/clear")
+        entries = sum(as_int(cleared.get(k)) or 0 for k in ("sessions_cleared", "bank_entries_cleared"))
+        freed = {"prompt_tokens": 0, "entries": entries, "bytes": 0}
+        if deep:
+            archived = self.supervisor.post("/admin/cache/ssd/archive")
+            freed["ssd_archive"] = archived.get("archive_path")
+        return freed
+
+    def forget(self, conversation_id: str) -> None:
+        threading.Thread(target=self._forget, args=(conversation_id,), name="mtplx-forget", daemon=True).start()
+
+    def _forget(self, conversation_id: str) -> None:
+        try:
+            self.supervisor.post(f"/admin/sessions/{conversation_id}/clear", timeout=5.0)
+        except EngineError as exc:
+            log.info("MTPLX session clear: %s", exc.message)
+
+    def unload(self) -> None:
+        """Stop a daemon this engine started; an adopted one keeps running."""
+        self.cancel_all()
+        self.supervisor.close()
+        super().unload()

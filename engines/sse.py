@@ -1,0 +1,196 @@
+"""One streaming client for OpenAI-compatible chat servers: HTTP errors mapped, SSE read defensively.
+
+The response is read on its own thread into a queue, so the consumer can stop
+within one poll interval even while the server sends nothing (prefill), and
+can tell a stalled stream from a slow one by the time since the last byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import httpx
+import orjson
+
+from .errors import EngineError
+
+log = logging.getLogger(__name__)
+POLL_S = 0.05
+ERROR_BODY_LIMIT = 4096
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The server's own words from an error body: OpenAI envelope, FastAPI detail, or text."""
+    try:
+        body = response.read()[:ERROR_BODY_LIMIT]
+    except httpx.HTTPError:
+        return ""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return body.decode("utf-8", "replace").strip()[:300]
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail", data.get("message")))
+        if isinstance(err, dict):
+            err = err.get("message") or err.get("code") or err
+        if isinstance(err, list) and err and isinstance(err[0], dict):
+            err = "; ".join(f"{'.'.join(map(str, e.get('loc', [])))}: {e.get('msg', '')}" for e in err)
+        if err is not None:
+            return str(err)[:300]
+    return str(data)[:300]
+
+
+def http_error(status: int, detail: str, server: str, retry_after: str | None = None) -> EngineError:
+    """An HTTP error before streaming, as a message that says what to do next."""
+    said = f" ({detail})" if detail else ""
+    if status == 400:
+        return EngineError(f"{server} rejected the request{said}. Change the settings or the message, then send again.",
+                           "bad_request")
+    if status in (401, 403):
+        return EngineError(f"{server} refused the API key{said}. Check --api-key (or the key the server expects), "
+                           "then restart specchat.", "unauthorized")
+    if status == 404:
+        return EngineError(f"{server} has no chat endpoint here{said}. Check --base-url: it must be the server's "
+                           "/v1 address.", "not_found")
+    if status == 409:
+        return EngineError(f"{server} is still busy with a reply in this conversation{said}. Wait a moment, "
+                           "then send again.", "conflict")
+    if status == 422:
+        return EngineError(f"{server} could not read the request{said}. Check the settings, then send again.",
+                           "invalid_request")
+    if status == 429:
+        wait = f"{retry_after} s" if retry_after else "a moment"
+        return EngineError(f"{server} is rate-limiting requests{said}. Wait {wait}, then send again.", "rate_limited")
+    if status == 503:
+        return EngineError(f"{server} is busy or still starting{said}. Wait a moment, then send again.",
+                           "unavailable")
+    if status == 507:
+        return EngineError(f"{server} has not enough memory for this prompt{said}. Start a new chat or shorten "
+                           "the conversation.", "insufficient_memory")
+    return EngineError(f"{server} failed with HTTP {status}{said}. See the server's log, then send again.",
+                       "server_error")
+
+
+def connect_error(exc: httpx.HTTPError, url: str) -> EngineError:
+    return EngineError(f"Cannot reach {url} ({type(exc).__name__}: {exc}). Start the server or check --base-url, "
+                       "then send again.", "unreachable")
+
+
+class EventStream:
+    """An open ``text/event-stream`` response yielding each ``data:`` JSON object.
+
+    Comment lines (``: keep-alive``), other fields and blank lines are skipped;
+    a data line that is not a JSON object is skipped and counted in ``skipped``.
+    """
+
+    def __init__(self, response: httpx.Response, server: str, stall_s: float):
+        self.response = response
+        self.server = server
+        self.stall_s = stall_s
+        self.skipped = 0
+        self.done = False  # saw [DONE]
+        self._lines: queue.SimpleQueue = queue.SimpleQueue()
+        self._reader = threading.Thread(target=self._read, name="sse-reader", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        try:
+            for line in self.response.iter_lines():
+                self._lines.put(("line", line))
+            self._lines.put(("end", None))
+        except Exception as exc:  # the consumer decides what a broken stream means
+            self._lines.put(("error", exc))
+
+    def chunks(self, cancel: threading.Event) -> Iterator[dict]:
+        """Chunks until ``[DONE]``, the end of the body, or ``cancel`` (checked every POLL_S)."""
+        deadline = time.monotonic() + self.stall_s
+        while not cancel.is_set():
+            try:
+                kind, value = self._lines.get(timeout=POLL_S)
+            except queue.Empty:
+                if time.monotonic() > deadline:
+                    raise EngineError(
+                        f"{self.server} sent nothing for {self.stall_s:g} s, so the reply was stopped. "
+                        "The server may be overloaded or stuck: check it, then send again.", "stalled",
+                    ) from None
+                continue
+            deadline = time.monotonic() + self.stall_s
+            if kind == "end":
+                return
+            if kind == "error":
+                if cancel.is_set():
+                    return
+                raise EngineError(
+                    f"The connection to {self.server} broke mid-reply ({type(value).__name__}: {value}). "
+                    "The server may have stopped; send again once it is back.", "connection_lost",
+                ) from value
+            chunk = self._parse(value)
+            if chunk == "[DONE]":
+                self.done = True
+                return
+            if chunk is not None:
+                yield chunk
+
+    def _parse(self, line: str) -> dict | str | None:
+        if not line.startswith("data:"):
+            return None  # blank separator, ": comment", event:/id:/retry: fields
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return data
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            chunk = None
+        if not isinstance(chunk, dict):
+            self.skipped += 1
+            log.warning("%s: skipped a malformed SSE data line: %.200s", self.server, data)
+            return None
+        return chunk
+
+    def close(self) -> None:
+        """Drop the connection now, so the server sees the client leave and stops generating."""
+        stream = self.response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the reader blocked in recv; close() alone does not
+            except OSError:
+                pass
+        self.response.close()
+        self._reader.join(timeout=2)
+
+
+def open_event_stream(client: httpx.Client, url: str, body: dict, headers: dict, server: str,
+                      stall_s: float) -> EventStream:
+    """POST ``body`` and return its event stream, or raise EngineError for any refusal."""
+    request = client.build_request("POST", url, content=orjson.dumps(body),
+                                   headers={"Content-Type": "application/json", "Accept": "text/event-stream",
+                                            **headers})
+    try:
+        response = client.send(request, stream=True)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+        raise connect_error(exc, url) from exc
+    except httpx.TimeoutException as exc:
+        raise EngineError(f"{server} did not start answering in time ({type(exc).__name__}). "
+                          "Check that it is running, then send again.", "stalled") from exc
+    except httpx.HTTPError as exc:
+        raise EngineError(f"{server} broke the connection before answering ({type(exc).__name__}: {exc}). "
+                          "Check that it is running, then send again.", "connection_lost") from exc
+    if response.status_code != 200:
+        try:
+            raise http_error(response.status_code, error_detail(response), server,
+                             response.headers.get("Retry-After"))
+        finally:
+            response.close()
+    content_type = response.headers.get("Content-Type", "")
+    if "text/event-stream" not in content_type:
+        response.close()
+        raise EngineError(f"{server} answered {url} with {content_type or 'no content type'}, not an event "
+                          "stream: it does not look OpenAI-compatible. Check --base-url (the server's /v1 "
+                          "address).", "not_openai")
+    return EventStream(response, server, stall_s)

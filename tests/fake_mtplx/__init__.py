@@ -1,0 +1,101 @@
+"""Helpers around the fake MTPLX daemon: a fake ``mtplx`` executable, and the daemon run directly."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+DAEMON = Path(__file__).resolve().parent / "daemon.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def install_mtplx(bin_dir: Path) -> Path:
+    """An ``mtplx`` on PATH that execs the fake daemon, so its pid is the daemon's (as the real one's is)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    exe = bin_dir / "mtplx"
+    exe.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{DAEMON}" "$@"\n')
+    exe.chmod(0o755)
+    return exe
+
+
+def control(url: str, path: str, body: dict | None = None) -> dict:
+    if body is None:
+        return requests.get(url + path, timeout=5).json()
+    return requests.post(url + path, json=body, timeout=5).json()
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie (exited, not yet reaped by its parent) counts as gone
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wait_gone(pid: int, timeout: float = 10) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not pid_alive(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class FakeDaemon:
+    """The fake daemon started directly (as if a user had started MTPLX), stopped at teardown."""
+
+    def __init__(self, *args: str, env: dict | None = None, port: int | None = None):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DAEMON), "serve", "--port", str(self.port), *args],
+            # The parent watch ends it with the test run, whatever happens to the test.
+            env={**os.environ, "FAKE_MTPLX_READY_S": "0", "MTPLX_APP_PARENT_PID": str(os.getpid()), **(env or {})},
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                if requests.get(self.url + "/health", timeout=1, headers=self._auth(env)).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                self.stop()
+                raise RuntimeError("the fake MTPLX daemon did not start")
+            time.sleep(0.05)
+
+    @staticmethod
+    def _auth(env: dict | None) -> dict:
+        key = (env or {}).get("MTPLX_API_KEY")
+        return {"Authorization": f"Bearer {key}"} if key else {}
+
+    def state(self) -> dict:
+        return control(self.url, "/fake/state")
+
+    def next(self, **fault) -> None:
+        control(self.url, "/fake/next", fault)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)

@@ -1,0 +1,98 @@
+"""Real OpenAI-compatible peers on the tiny checkpoint, driven end to end through the CLI and the websocket.
+
+``python -m mlx_vlm.server`` streams ``delta.reasoning_content`` and honours a
+thinking budget; ``python -m mlx_lm server`` streams ``delta.reasoning``.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import requests
+
+from tests.fake_mtplx import free_port
+from tests.wsclient import WsClient, texts
+
+
+class Peer:
+    def __init__(self, args: list[str], env: dict):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+        self.proc = subprocess.Popen([sys.executable, "-m", *args, "--host", "127.0.0.1", "--port", str(self.port)],
+                                     env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"peer exited with {self.proc.returncode}")
+            try:
+                if requests.get(self.url + "/models", timeout=2).status_code == 200:
+                    return
+            except requests.ConnectionError:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("peer did not start")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def peers(tiny_model, tmp_path_factory):
+    """Both peers start together (each takes seconds to import), once for the module."""
+    cache = tmp_path_factory.mktemp("mlx-vlm-cache")
+    vlm = Peer(["mlx_vlm.server", "--model", str(tiny_model)],
+               {"APC_DISK_ENABLED": "0", "MLX_VLM_CACHE_HOME": str(cache)})
+    # mlx_lm's /v1/models scans the hub cache and sends an empty body when that folder is missing.
+    hub = tmp_path_factory.mktemp("hf-hub")
+    lm = Peer(["mlx_lm", "server", "--model", str(tiny_model)], {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)})
+    try:
+        vlm.wait_ready()
+        lm.wait_ready()
+        yield {"mlx_vlm": vlm, "mlx_lm": lm}
+    finally:
+        vlm.stop()
+        lm.stop()
+
+
+def chat(server, **settings) -> tuple[dict, list[dict]]:
+    with WsClient(server.ws_url) as ws:
+        ws.send({"type": "settings", "values": settings})
+        ws.until("settings")
+        return ws.chat("m1", "hello")
+
+
+def test_mlx_vlm_server_thinking_answer_and_stats(peers, tiny_model, start_server):
+    server = start_server("--engine", "openai", "--base-url", peers["mlx_vlm"].url, "--model", str(tiny_model))
+    engine = server.wait_ready(timeout=30)
+    assert (engine["name"], engine["model"]) == ("openai", str(tiny_model))
+    done, frames = chat(server, reasoning_budget=8, max_tokens=12, temperature=0.0)
+    kinds = [f["type"] for f in frames if f["type"] in ("thinking", "answer")]
+    assert "thinking" in kinds and "answer" in kinds
+    assert max(i for i, k in enumerate(kinds) if k == "thinking") < kinds.index("answer")
+    assert texts(frames, "thinking").strip() and texts(frames, "answer").strip()
+    assert done["finish_reason"] == "length"
+    stats = done["stats"]
+    assert stats["tokens"] == 20 and stats["prompt_tokens"] > 0  # the server's usage: 8 + 12
+    assert stats["tok_s"] > 0 and stats["ttft_ms"] > 0 and stats["thinking_ms"] is not None
+    assert stats["thinking_tokens"] + stats["answer_tokens"] == stats["tokens"]
+
+
+def test_mlx_lm_server_reasoning_field_and_thinking_off(peers, tiny_model, start_server):
+    server = start_server("--engine", "openai", "--base-url", peers["mlx_lm"].url)
+    assert server.wait_ready(timeout=30)["model"] == str(tiny_model)  # the first served model
+    done, frames = chat(server, reasoning_budget=64, max_tokens=4, temperature=0.0)
+    assert texts(frames, "thinking").strip() and not texts(frames, "answer")
+    assert done["finish_reason"] == "length"
+    assert done["stats"]["tokens"] == 68 and done["stats"]["thinking_tokens"] == 68
+    done, frames = chat(server, reasoning_budget=0, max_tokens=6, temperature=0.0)
+    assert texts(frames, "answer").strip() and not texts(frames, "thinking")
+    assert done["stats"]["tokens"] == 6 and done["stats"]["thinking_tokens"] == 0
