@@ -62,6 +62,7 @@ class Engine(ABC):
     """
 
     name: str = "engine"
+    supports_deep_reset = False  # reset_cache(deep=True) also drops caches kept outside memory
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[EngineInfo], None]] = []
@@ -86,8 +87,12 @@ class Engine(ABC):
     def stream(self, turn: Turn) -> Iterator[Event]: ...
 
     @abstractmethod
-    def reset_cache(self) -> dict:
-        """Drop cached prompts; return what was freed (prompt_tokens, entries, bytes)."""
+    def reset_cache(self, deep: bool = False) -> dict:
+        """Drop cached prompts; return what was freed (prompt_tokens, entries, bytes).
+
+        ``deep`` also drops caches kept outside memory (an engine with any says
+        so with ``supports_deep_reset``).
+        """
 
     def prepare(self, options: GenerationOptions) -> None:
         """Settings changed; an engine may get ready for them ahead of the next message."""

@@ -81,7 +81,7 @@ class FakeEngine(Engine):
         finally:
             self._busy.release()
 
-    def reset_cache(self) -> dict:
+    def reset_cache(self, deep: bool = False) -> dict:
         freed = {"prompt_tokens": sum(self._seen.values()), "entries": len(self._seen), "bytes": 0}
         self._seen.clear()
         return freed

@@ -357,7 +357,7 @@ class OpenAICompatEngine(Engine):
         """The message the user sees for ``exc``; the MTPLX engine adds what the supervisor will do."""
         return exc.message
 
-    def reset_cache(self) -> dict:
+    def reset_cache(self, deep: bool = False) -> dict:
         if self._active is not None:
             raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
         return {"prompt_tokens": 0, "entries": 0, "bytes": 0,

@@ -199,3 +199,20 @@ def test_drafter_none_turns_drafting_off(start_server, tiny_model):
     with WsClient(server.ws_url) as ws:
         set_settings(ws, reasoning_budget=4, max_tokens=4, speculative=True)
         assert ws.chat("m1")[0]["stats"]["drafted"] is None
+
+
+def test_switch_live_from_fake_to_mlx(start_server, tiny_model):
+    server = start_server("--engine", "fake")
+    server.wait_ready()
+    with WsClient(server.ws_url) as ws:
+        ws.chat("m1")
+        ws.send({"type": "switch_engine", "spec": {"name": "mlx", "model": str(tiny_model)}})
+        frame, _ = ws.until("engine")
+        while frame["engine"]["state"] != "ready":
+            frame, _ = ws.until("engine", timeout=60)
+        assert frame["engine"]["drafter"] == "bundled MTP head (mtp)"
+        set_settings(ws, reasoning_budget=4, max_tokens=6)
+        done, frames = ws.chat("m2")
+        assert done["finish_reason"] in ("stop", "length") and texts(frames, "answer")
+        # The whole conversation went to the new engine: both user turns are in its prompt.
+        assert done["stats"]["prompt_tokens"] > 20

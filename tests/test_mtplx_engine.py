@@ -362,3 +362,31 @@ def test_a_daemon_with_another_api_key(fake_path):
         right.unload()
     finally:
         daemon.stop()
+
+
+def test_switch_live_to_mtplx_deep_reset_then_back_stops_the_daemon(fake_path, start_server):
+    port = free_port()
+    server = start_server("--engine", "fake")
+    server.wait_ready()
+    with WsClient(server.ws_url) as ws:
+        assert ws.hello["deep_reset"] is False
+        ws.send({"type": "switch_engine",
+                 "spec": {"name": "mtplx", "base_url": f"http://127.0.0.1:{port}", "model": MODEL}})
+        frame, _ = ws.until("engine")
+        while frame["engine"]["state"] != "ready":
+            frame, _ = ws.until("engine", timeout=60)
+        assert frame["engine"]["name"] == "mtplx" and frame["deep_reset"] is True
+        assert frame["spec"] == {"name": "mtplx", "model": MODEL, "drafter": None,
+                                 "base_url": f"http://127.0.0.1:{port}", "api_key_set": False}
+        pid = requests.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["startup"]["pid"]
+        done, frames = ws.chat("m1")
+        assert texts(frames, "answer") == "Hello! How can I help?"
+        ws.send({"type": "reset_cache", "deep": True})
+        freed = ws.until("cache_reset")[0]["freed"]
+        assert freed["ssd_archive"].startswith("/fake/ssd-archive-")
+        ws.send({"type": "switch_engine", "spec": {"name": "fake"}})
+        frame, _ = ws.until("engine")
+        while frame["engine"]["state"] != "ready":
+            frame, _ = ws.until("engine", timeout=60)
+        assert frame["engine"]["name"] == "fake"
+    assert wait_gone(pid, timeout=20)

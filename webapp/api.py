@@ -51,7 +51,8 @@ def post_settings():
 @bp.post("/cache/reset")
 def reset_cache():
     try:
-        freed = _host().engine.reset_cache()
+        body = request.get_json(silent=True)
+        freed = _host().engine.reset_cache(deep=isinstance(body, dict) and body.get("deep") is True)
     except EngineError as exc:
         raise ClientError(exc.code, exc.message, status=409) from None
     return jsonify({"ok": True, "freed": freed})

@@ -47,6 +47,7 @@ class ChatSession:
             "engine": engine["engine"],
             "spec": engine["spec"],
             "choices": engine["choices"],
+            "deep_reset": engine["deep_reset"],
             "settings": self._host.settings.current.model_dump(),
         })
 
@@ -113,7 +114,7 @@ class ChatSession:
 
     def _on_reset_cache(self, frame: protocol.ResetCacheFrame) -> None:
         try:
-            freed = self._host.engine.reset_cache()
+            freed = self._host.engine.reset_cache(deep=frame.deep)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
         self.send({"type": "cache_reset", "freed": freed})

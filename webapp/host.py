@@ -46,7 +46,8 @@ class EngineHost:
 
     def engine_frame(self) -> dict:
         return {"type": "engine", "engine": self.engine.info().to_dict(), "spec": self.spec.public(),
-                "choices": list(NAMES) if self._factory else [self.spec.name]}
+                "choices": list(NAMES) if self._factory else [self.spec.name],
+                "deep_reset": self.engine.supports_deep_reset}
 
     def start_loading(self) -> threading.Thread:
         """Load in the background: the port is open and the UI shows progress meanwhile."""

@@ -40,6 +40,7 @@ class SwitchEngineFrame(_Frame):
 
 class ResetCacheFrame(_Frame):
     type: Literal["reset_cache"]
+    deep: bool = False
 
 
 class NewChatFrame(_Frame):

@@ -168,7 +168,7 @@ class MlxEngine(Engine):
         entry = ConversationCache(options.system_prompt, PromptCacheState())
         return entry, self._prompts.conversation_ids(options.system_prompt, messages, thinking)
 
-    def reset_cache(self) -> dict:
+    def reset_cache(self, deep: bool = False) -> dict:
         with self._lock:
             if self._active is not None:
                 raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")

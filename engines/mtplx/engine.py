@@ -113,6 +113,7 @@ class MtplxEngine(OpenAICompatEngine):
     """``base_url`` is the daemon's address (its /v1 is derived); ``model`` is what ``mtplx serve`` loads."""
 
     name = "mtplx"
+    supports_deep_reset = True
 
     def __init__(self, base_url: str = DEFAULT_URL, model: str | None = None, api_key: str | None = None,
                  context_window: int | None = 16384, kv_quant: str = "q8", depth: int = 3,

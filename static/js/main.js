@@ -24,6 +24,8 @@ const connectionText = connectionEl.querySelector(".connection-text");
 const reconnectButton = $("#reconnect");
 const newChatButton = $("#new-chat");
 const resetCacheButton = $("#reset-cache");
+const deepResetField = $("#deep-reset-field");
+const deepReset = $("#deep-reset");
 
 const conversation = new Conversation($("#log"), (text) => composer.insert(text));
 const engine = new EnginePanel($("#engine"));
@@ -149,6 +151,7 @@ const handlers = {
     engineInfo = frame.engine;
     engine.update(engineInfo);
     picker.update(frame.spec, frame.choices);
+    deepResetField.hidden = !frame.deep_reset;
     settings.update(frame.settings);
     refresh();
   },
@@ -156,6 +159,7 @@ const handlers = {
     engineInfo = frame.engine;
     engine.update(engineInfo);
     picker.update(frame.spec, frame.choices);
+    deepResetField.hidden = !frame.deep_reset;
     refresh();
   },
   settings(frame) {
@@ -180,12 +184,14 @@ const handlers = {
     settle(turn);
   },
   cache_reset(frame) {
-    const { prompt_tokens: tokens, entries, bytes } = frame.freed;
+    const { prompt_tokens: tokens, entries, bytes, message } = frame.freed;
     const size = bytes ? ` (${formatBytes(bytes)})` : "";
+    // An engine that cannot count what it freed (a remote server) says so in `message`.
     cacheStatus.textContent =
-      entries === 0
+      message ??
+      (entries === 0
         ? "The cache was already empty."
-        : `Freed ${formatCount(tokens)} prompt tokens in ${formatCount(entries)} ${entries === 1 ? "entry" : "entries"}${size}.`;
+        : `Freed ${formatCount(tokens)} prompt tokens in ${formatCount(entries)} ${entries === 1 ? "entry" : "entries"}${size}.`);
   },
   error(frame) {
     if (frame.code === "invalid_settings") {
@@ -219,7 +225,8 @@ newChatButton.addEventListener("click", () => {
 });
 
 resetCacheButton.addEventListener("click", () => {
-  if (connection.send({ type: "reset_cache" })) cacheStatus.textContent = "Resetting…";
+  const deep = !deepResetField.hidden && deepReset.checked;
+  if (connection.send({ type: "reset_cache", deep })) cacheStatus.textContent = "Resetting…";
 });
 
 reconnectButton.addEventListener("click", () => connection.retryNow());

@@ -45,6 +45,11 @@ export function renderStats(el, stats, live) {
       ),
     );
   }
+  // Per-depth acceptance (MTPLX): how often the 1st, 2nd, … drafted token of a round was kept.
+  if (Array.isArray(stats.acceptance_by_depth) && stats.acceptance_by_depth.length) {
+    const depths = stats.acceptance_by_depth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
+    chips.push(chip("acceptance_by_depth", "Acceptance at draft depth 1, 2, …", "by depth ", depths));
+  }
   if (stats.prompt_tokens != null) {
     const title = "Prompt tokens, and how many came from the prefix cache";
     const cached = stats.cached_tokens ? [" prompt · ", formatCount(stats.cached_tokens), " cached"] : [" prompt"];
