@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -11,6 +12,7 @@ from typing import Literal
 from .events import Event
 from .options import GenerationOptions
 
+log = logging.getLogger(__name__)
 State = Literal["starting", "loading", "ready", "error"]
 
 
@@ -66,10 +68,18 @@ class Engine(ABC):
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[EngineInfo], None]] = []
-        self._info_lock = threading.Lock()
+        self._state: State = "loading"
+        self._message = "waiting to load"
+        self._progress: float | None = None
 
     def on_change(self, listener: Callable[[EngineInfo], None]) -> None:
         self._listeners.append(listener)
+
+    def _set_state(self, state: State, message: str = "", progress: float | None = None) -> None:
+        """Record the engine's state and tell every listener (the tabs)."""
+        self._state, self._message, self._progress = state, message, progress
+        log.info("engine %s: %s %s", self.name, state, message)
+        self._notify()
 
     def _notify(self) -> None:
         info = self.info()

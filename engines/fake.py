@@ -29,7 +29,6 @@ class FakeEngine(Engine):
         self.delay_s = delay_s
         self.load_s = load_s
         self.fail_after = fail_after  # raise after this many tokens, to test failures
-        self._state, self._message = "loading", "waiting to load"
         self._busy = threading.Lock()
         self._seen: dict[str, int] = {}
         self.turns: list[Turn] = []
@@ -38,11 +37,9 @@ class FakeEngine(Engine):
         return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
 
     def load(self, options: GenerationOptions) -> None:
-        self._state, self._message = "loading", "loading the fake model"
-        self._notify()
+        self._set_state("loading", "loading the fake model")
         time.sleep(self.load_s)
-        self._state, self._message = "ready", ""
-        self._notify()
+        self._set_state("ready")
 
     def stream(self, turn: Turn) -> Iterator[Event]:
         if self._state != "ready":
@@ -90,4 +87,4 @@ class FakeEngine(Engine):
         self._seen.pop(conversation_id, None)
 
     def unload(self) -> None:
-        self._state, self._message = "error", "unloaded"
+        self._set_state("error", "unloaded")

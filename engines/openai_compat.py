@@ -199,7 +199,6 @@ class OpenAICompatEngine(Engine):
         self._active: Turn | None = None
         self._drafter: str | None = None
         self._unloaded = False
-        self._state, self._message, self._progress = "loading", "waiting to load", None
 
     @property
     def server(self) -> str:
@@ -207,11 +206,6 @@ class OpenAICompatEngine(Engine):
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, self.model or "", self._drafter, self._state, self._message, self._progress)
-
-    def _set_state(self, state: str, message: str = "", progress: float | None = None) -> None:
-        self._state, self._message, self._progress = state, message, progress
-        log.info("engine %s: %s %s", self.name, state, message)
-        self._notify()
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", f"connecting to {self.base_url}")

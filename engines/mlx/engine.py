@@ -39,7 +39,6 @@ class MlxEngine(Engine):
         self._primed_system: str | None = None
         self._conversations = ConversationCaches()
         self._active: Turn | None = None
-        self._state, self._message, self._progress = "loading", "waiting to load", None
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
@@ -51,11 +50,6 @@ class MlxEngine(Engine):
             message=self._message,
             progress=self._progress,
         )
-
-    def _set_state(self, state: str, message: str = "", progress: float | None = None) -> None:
-        self._state, self._message, self._progress = state, message, progress
-        log.info("engine %s: %s %s", self.name, state, message)
-        self._notify()
 
     def load(self, options: GenerationOptions) -> None:
         self._thread.submit(self._load, options).result()
