@@ -11,8 +11,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
-from pathlib import Path
 
 from webapp.blas import find_openblas
 
@@ -36,9 +34,9 @@ def main() -> None:
     if library is None:
         sys.exit("no OpenBLAS found: install libopenblas0-pthread (Debian/Ubuntu) first")
     if args.model is None:
-        from demo_model import default_model
+        from demo_model import DEFAULT_MODEL
 
-        args.model = str(default_model(Path(tempfile.mkdtemp(prefix="specchat-bench-"))))
+        args.model = str(DEFAULT_MODEL)
     extra = ["--tokens", str(args.tokens)]
     fast, slow = [], []
     for _ in range(args.rounds):

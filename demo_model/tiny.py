@@ -15,20 +15,8 @@ import json
 import shutil
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-SPECIAL_TOKENS = [
-    "<|endoftext|>",
-    "<|im_start|>",
-    "<|im_end|>",
-    "<think>",
-    "</think>",
-    "<|vision_start|>",
-    "<|vision_end|>",
-    "<|image_pad|>",
-    "<|video_pad|>",
-    "<tool_call>",
-    "</tool_call>",
-]
+from .checkpoint_files import SPECIAL_TOKENS, checkpoint_config, save_tokenizer
+
 VOCAB_SIZE = 2048
 
 
@@ -91,27 +79,7 @@ def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
         show_progress=False,
     )
     tok.train_from_iterator(_corpus(), trainer=trainer)
-    tok.save(str(out / "tokenizer.json"))
-    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
-    ids["vocab_size"] = tok.get_vocab_size()
-    template = (HERE / "chat_template.jinja").read_text()
-    (out / "chat_template.jinja").write_text(template)
-    (out / "tokenizer_config.json").write_text(
-        json.dumps(
-            {
-                "tokenizer_class": "Qwen2Tokenizer",
-                "model_max_length": 32768,
-                "eos_token": "<|im_end|>",
-                "pad_token": "<|endoftext|>",
-                "bos_token": None,
-                "unk_token": None,
-                "add_prefix_space": False,
-                "chat_template": template,
-            },
-            indent=2,
-        )
-    )
-    return ids
+    return save_tokenizer(tok, out)
 
 
 def _printable_mask(out: Path) -> list[float]:
@@ -143,34 +111,8 @@ def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     ids = build_tokenizer(out)
-    config = {
-        "model_type": "qwen3_5",
-        "architectures": ["Qwen3_5ForConditionalGeneration"],
-        # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
-        "text_config": text_config(ids["vocab_size"]),
-        # The vision tower is unused by a text chat, but its defaults are full size.
-        "vision_config": {
-            "model_type": "qwen3_5",
-            "depth": 1,
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "out_hidden_size": 64,
-            "num_heads": 2,
-            "patch_size": 14,
-            "spatial_merge_size": 2,
-            "temporal_patch_size": 2,
-            "num_position_embeddings": 64,
-            "in_channels": 3,
-        },
-        "vocab_size": ids["vocab_size"],
-        # Without a top-level eos the qwen3_5 config appends the real Qwen id.
-        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
-        "image_token_id": ids["<|image_pad|>"],
-        "video_token_id": ids["<|video_pad|>"],
-        "vision_start_token_id": ids["<|vision_start|>"],
-        "vision_end_token_id": ids["<|vision_end|>"],
-        "tie_word_embeddings": True,
-    }
+    # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
+    config = checkpoint_config(ids, text_config(ids["vocab_size"]))
     mx.random.seed(seed)
     model = Model(ModelConfig.from_dict(config))
     weights = dict(tree_flatten(model.parameters()))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -30,7 +29,7 @@ class EngineSpec(BaseModel):
         return {**self.model_dump(exclude={"api_key"}), "api_key_set": bool(self.api_key)}
 
 
-def create_engine(spec: EngineSpec, data_dir: Path) -> Engine:
+def create_engine(spec: EngineSpec) -> Engine:
     """Build (not load) the engine; raises EngineError (ModelNotFound for a bad path) with a fix."""
     if spec.name == "fake":
         from .fake import FakeEngine
@@ -52,9 +51,9 @@ def create_engine(spec: EngineSpec, data_dir: Path) -> Engine:
 
     model = spec.model
     if model is None:
-        from demo_model import default_model
+        from demo_model import DEFAULT_MODEL
 
-        model = str(default_model(data_dir))
+        model = str(DEFAULT_MODEL)
     check_model_dir(model)
     if spec.drafter not in (None, "none"):
         check_model_dir(spec.drafter)

@@ -44,7 +44,7 @@ class LiveServer(Addresses):
     def __init__(self, engine, data_dir: Path):
         self.engine = engine
         self.app = create_app(engine, data_dir=data_dir, spec=EngineSpec(name="fake"),
-                              engine_factory=lambda spec: create_engine(spec, data_dir))
+                              engine_factory=create_engine)
         self.server = make_server(self.app, "127.0.0.1", 0)
         self.port = self.server.port
         self.app.config["ALLOWED_HOSTS"] = allowed_hosts("127.0.0.1", self.server.port)

@@ -216,3 +216,16 @@ def test_switch_live_from_fake_to_mlx(start_server, tiny_model):
         assert done["finish_reason"] in ("stop", "length") and texts(frames, "answer")
         # The whole conversation went to the new engine: both user turns are in its prompt.
         assert done["stats"]["prompt_tokens"] > 20
+
+
+def test_without_model_the_bundled_demo_model_runs(start_server):
+    from demo_model import DEFAULT_MODEL
+
+    server = start_server()
+    engine = server.wait_ready()
+    assert engine["model"] == str(DEFAULT_MODEL) and engine["drafter"] == "bundled MTP head (mtp)"
+    with WsClient(server.ws_url) as ws:
+        set_settings(ws, reasoning_budget=256, max_tokens=64, temperature=0.0)
+        done, frames = ws.chat("m1", "What is 21 + 34?")
+        assert texts(frames, "answer").strip() == "21 + 34 = 55."
+        assert done["finish_reason"] == "stop" and done["stats"]["acceptance"] > 0.5

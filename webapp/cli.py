@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
                       api_key=args.api_key)
     try:
-        engine = create_engine(spec, data_dir)
+        engine = create_engine(spec)
     except EngineError as exc:
         print(f"specchat: {exc.message}", file=sys.stderr)
         return 2
@@ -87,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     from .serving import make_server
 
     app = create_app(engine, data_dir=data_dir, spec=spec,
-                     engine_factory=lambda new: create_engine(new, data_dir))
+                     engine_factory=create_engine)
     try:
         server = make_server(app, args.host, args.port)
     except OSError as exc:

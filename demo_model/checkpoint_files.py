@@ -1,0 +1,82 @@
+"""What every checkpoint this project makes shares: Qwen's special tokens, the tokenizer files, config.json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+SPECIAL_TOKENS = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<think>",
+    "</think>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+]
+
+
+def special_ids(tok) -> dict[str, int]:
+    """The special tokens' ids in a ``tokenizers.Tokenizer``, and its vocabulary size."""
+    ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}
+    ids["vocab_size"] = tok.get_vocab_size()
+    return ids
+
+
+def save_tokenizer(tok, out: Path) -> dict[str, int]:
+    """Write tokenizer.json, tokenizer_config.json and the chat template; return ``special_ids``."""
+    tok.save(str(out / "tokenizer.json"))
+    template = (HERE / "chat_template.jinja").read_text()
+    (out / "chat_template.jinja").write_text(template)
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "Qwen2Tokenizer",
+                "model_max_length": 32768,
+                "eos_token": "<|im_end|>",
+                "pad_token": "<|endoftext|>",
+                "bos_token": None,
+                "unk_token": None,
+                "add_prefix_space": False,
+                "chat_template": template,
+            },
+            indent=2,
+        )
+    )
+    return special_ids(tok)
+
+
+def checkpoint_config(ids: dict[str, int], text_config: dict) -> dict:
+    """config.json for a qwen3_5 checkpoint whose tokenizer has these special-token ids."""
+    return {
+        "model_type": "qwen3_5",
+        "architectures": ["Qwen3_5ForConditionalGeneration"],
+        "text_config": text_config,
+        # The vision tower is unused by a text chat, but its defaults are full size.
+        "vision_config": {
+            "model_type": "qwen3_5",
+            "depth": 1,
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "out_hidden_size": text_config["hidden_size"],
+            "num_heads": 2,
+            "patch_size": 14,
+            "spatial_merge_size": 2,
+            "temporal_patch_size": 2,
+            "num_position_embeddings": 64,
+            "in_channels": 3,
+        },
+        "vocab_size": ids["vocab_size"],
+        # Without a top-level eos the qwen3_5 config appends the real Qwen id.
+        "eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]],
+        "image_token_id": ids["<|image_pad|>"],
+        "video_token_id": ids["<|video_pad|>"],
+        "vision_start_token_id": ids["<|vision_start|>"],
+        "vision_end_token_id": ids["<|vision_end|>"],
+        "tie_word_embeddings": True,
+    }

@@ -1,0 +1,242 @@
+"""Train the demo model and its MTP head jointly with PyTorch (a CUDA GPU, or slowly a CPU).
+
+Writes to OUT: the weights in mlx-vlm's key layout (float32 safetensors shards,
+each under 16 MiB), text_config.json, reference.npz (PyTorch logits on fixed
+token ids, for the parity check in ``demo_model.export``) and train_log.txt.
+
+    python -m demo_model.train --tokenizer demo_model/specchat-demo --out OUT --minutes 8
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing as mp
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import corpus
+from .architecture import text_config
+
+MAX_LEN = 512
+# The MTP head's loss share per recursive draft step (a block of size k drafts k-1 steps); its
+# gradient also reaches the body, teaching it to look ahead.
+MTP_WEIGHTS = "0.5,0.3,0.3"
+SHARD_BYTES = 15 * 2**20
+
+
+def _encode_chunk(job: tuple[str, int, int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token ids, lengths and prompt lengths of ``count`` samples drawn with ``seed``."""
+    from tokenizers import Tokenizer
+
+    tokenizer_file, seed, count, augment = job
+    tok = Tokenizer.from_file(tokenizer_file)
+    pairs = corpus.samples(seed, count, augment)
+    prompts = tok.encode_batch([p for p, _ in pairs], add_special_tokens=False)
+    completions = tok.encode_batch([c for _, c in pairs], add_special_tokens=False)
+    ids, lengths, prompt_lengths = [], [], []
+    for p, c in zip(prompts, completions):
+        if len(p.ids) + len(c.ids) > MAX_LEN:
+            continue
+        ids.extend(p.ids + c.ids)
+        lengths.append(len(p.ids) + len(c.ids))
+        prompt_lengths.append(len(p.ids))
+    return np.array(ids, np.int32), np.array(lengths, np.int32), np.array(prompt_lengths, np.int32)
+
+
+def build_data(tokenizer_file: str, samples: int, seed: int, workers: int, augment: bool):
+    chunk = 20_000
+    jobs = [(tokenizer_file, seed * 1_000_003 + i, chunk, augment) for i in range(math.ceil(samples / chunk))]
+    with mp.Pool(workers) as pool:
+        parts = pool.map(_encode_chunk, jobs)
+    ids = np.concatenate([p[0] for p in parts])
+    lengths = np.concatenate([p[1] for p in parts])
+    prompt_lengths = np.concatenate([p[2] for p in parts])
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    return ids, starts, lengths, prompt_lengths
+
+
+def batches(data, tokens_per_batch: int, seed: int):
+    """Endless batches of similar-length samples, right-padded; yields (ids, loss mask)."""
+    ids, starts, lengths, prompt_lengths = data
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(lengths))
+        for mega in np.array_split(order, max(1, len(order) // 20_000)):
+            mega = mega[np.argsort(lengths[mega], kind="stable")]
+            sorted_lengths = lengths[mega].astype(np.int64)
+            groups, i = [], 0
+            while i < len(mega):
+                # Sorted ascending, so a group's padded size is its row count times its last length.
+                cost = (np.arange(i, len(mega)) - i + 1) * sorted_lengths[i:]
+                rows = max(1, int(np.searchsorted(cost, tokens_per_batch, side="right")))
+                groups.append(mega[i : i + rows])
+                i += rows
+            rng.shuffle(groups)
+            for group in groups:
+                width = int(lengths[group].max())
+                x = np.zeros((len(group), width), np.int64)
+                mask = np.zeros((len(group), width), np.float32)
+                for r, j in enumerate(group):
+                    n = lengths[j]
+                    x[r, :n] = ids[starts[j] : starts[j] + n]
+                    mask[r, prompt_lengths[j] : n] = 1.0
+                yield x, mask
+
+
+def reference_ids(tokenizer_file: str) -> np.ndarray:
+    """Fixed held-out conversations for the parity check (same length, one row each)."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(tokenizer_file)
+    rows = []
+    for prompt, completion in corpus.samples(424242, 50):
+        row = tok.encode(prompt + completion, add_special_tokens=False).ids
+        if len(row) >= 96:
+            rows.append(row[:96])
+        if len(rows) == 4:
+            break
+    return np.array(rows, np.int64)
+
+
+def save_weights(model, out: Path) -> list[str]:
+    from safetensors.numpy import save_file
+
+    state = {k: v.detach().float().cpu().numpy() for k, v in model.state_dict().items()}
+    shards, current, size = [], {}, 0
+    for key in sorted(state):
+        if current and size + state[key].nbytes > SHARD_BYTES:
+            shards.append(current)
+            current, size = {}, 0
+        current[key] = state[key]
+        size += state[key].nbytes
+    shards.append(current)
+    names = []
+    for i, shard in enumerate(shards):
+        name = f"weights-{i:02d}.safetensors"
+        save_file(shard, str(out / name))
+        names.append(name)
+    return names
+
+
+def main() -> None:
+    import torch
+    import torch.nn.functional as F
+    from tokenizers import Tokenizer
+
+    from .torch_qwen import Qwen35WithMTP
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--minutes", type=float, default=8.0, help="training time (data building excluded)")
+    parser.add_argument("--samples", type=int, default=1_200_000)
+    parser.add_argument("--tokens-per-batch", type=int, default=131_072)
+    parser.add_argument("--lr", type=float, default=2e-3)
+    parser.add_argument("--warmup", type=int, default=100, help="steps of linear learning-rate warm-up")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mtp-weights", default=MTP_WEIGHTS,
+                        help="MTP loss weight per recursive draft step, comma-separated (one value: one step)")
+    parser.add_argument("--augment", action="store_true", help="add chat-style question variants to the corpus")
+    parser.add_argument("--init", help="continue from a previous --out folder or an exported checkpoint")
+    parser.add_argument("--workers", type=int, default=max(1, mp.cpu_count() - 1))
+    args = parser.parse_args()
+
+    mtp_weights = [float(w) for w in args.mtp_weights.split(",")]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    log_file = (out / "train_log.txt").open("w")
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+        log_file.write(msg + "\n")
+        log_file.flush()
+
+    tokenizer_file = str(Path(args.tokenizer) / "tokenizer.json")
+    config = text_config(Tokenizer.from_file(tokenizer_file).get_vocab_size())
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    torch.manual_seed(args.seed)
+    random.seed(args.seed)
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.backends.cudnn.allow_tf32 = True
+
+    t0 = time.time()
+    data = build_data(tokenizer_file, args.samples, args.seed, args.workers, args.augment)
+    log(f"data: {len(data[2])} samples, {int(data[2].sum())} tokens, "
+        f"{int((data[2] - data[3]).sum())} trained tokens, built in {time.time() - t0:.1f}s")
+
+    model = Qwen35WithMTP(config)
+    if args.init:
+        from safetensors.torch import load_file
+
+        init = Path(args.init)
+        state = {}
+        for shard in sorted(init.glob("weights-*.safetensors")) or [init / "model.safetensors"]:
+            state.update(load_file(str(shard)))
+        # An exported checkpoint also holds the unused vision stub; the rest is this model's state.
+        model.load_state_dict({k: v for k, v in state.items() if not k.startswith("vision_tower.")})
+        log(f"initialised from {args.init}")
+    model = model.to(device)
+    n_params = sum(p.numel() for p in model.parameters())
+    log(f"model: {n_params / 1e6:.2f}M parameters on {device} "
+        f"({torch.cuda.get_device_name() if device == 'cuda' else 'cpu'})")
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=args.lr, betas=(0.9, 0.95), fused=device == "cuda",
+    )
+    budget = args.minutes * 60
+    step, start, seen = 0, time.time(), 0
+    for x_np, m_np in batches(data, args.tokens_per_batch, args.seed):
+        elapsed = time.time() - start
+        if elapsed >= budget:
+            break
+        frac = elapsed / budget
+        lr = args.lr * min(1.0, (step + 1) / args.warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * frac)))
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x = torch.from_numpy(x_np).to(device, non_blocking=True)
+        m = torch.from_numpy(m_np).to(device, non_blocking=True)
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=device == "cuda"):
+            logits, mtp_logits = model(x, len(mtp_weights))
+
+        def masked_ce(pred, ahead):
+            """Loss of predicting token t+ahead at position t, over the reply's tokens."""
+            target, mask = x[:, ahead:], m[:, ahead:]
+            ce = F.cross_entropy(pred[:, : target.shape[1]].float().flatten(0, 1), target.flatten(), reduction="none")
+            return (ce * mask.flatten()).sum() / mask.sum().clamp(min=1)
+
+        main = masked_ce(logits, 1)
+        mtp = [masked_ce(pred, j + 2) for j, pred in enumerate(mtp_logits)]
+        loss = main + sum(w * l for w, l in zip(mtp_weights, mtp))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        seen += x.numel()
+        if step % 50 == 0:
+            log(f"step {step} t={elapsed:.0f}s lr={lr:.2e} loss={main.item():.4f} mtp={'/'.join(f'{l.item():.4f}' for l in mtp)} "
+                f"tok/s={seen / max(elapsed, 1e-6):.0f}")
+        step += 1
+    log(f"trained {step} steps, {seen} tokens (padding included) in {time.time() - start:.0f}s")
+
+    model.eval()
+    # The reference logits are compared with MLX's float32 maths: no TF32 from here on.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    names = save_weights(model, out)
+    (out / "text_config.json").write_text(json.dumps(config, indent=2))
+    ref = reference_ids(tokenizer_file)
+    with torch.no_grad():
+        logits, mtp_logits = model(torch.from_numpy(ref).to(device))
+    np.savez(out / "reference.npz", ids=ref, logits=logits.cpu().numpy(), mtp_logits=mtp_logits[0].cpu().numpy())
+    log(f"saved {names}, text_config.json, reference.npz; total {time.time() - t0:.0f}s")
+
+
+if __name__ == "__main__":
+    main()

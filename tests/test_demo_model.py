@@ -1,0 +1,140 @@
+"""The shipped demo checkpoint: loads like a real Qwen 3.5 MLX model, talks, thinks, and drafts."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from demo_model import corpus
+from demo_model.evaluate import Runner, answer_number, messages
+from engines.mlx.loading import has_bundled_mtp
+
+CHECKPOINT = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
+FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
+
+
+@pytest.fixture(scope="module")
+def runner() -> Runner:
+    return Runner(str(CHECKPOINT))
+
+
+def test_shipped_files_are_a_complete_small_qwen3_5_checkpoint():
+    assert all((CHECKPOINT / name).is_file() for name in FILES)
+    assert sum(f.stat().st_size for f in CHECKPOINT.iterdir()) <= 30_000_000
+    config = json.loads((CHECKPOINT / "config.json").read_text())
+    assert config["model_type"] == "qwen3_5"
+    assert config["text_config"]["mtp_num_hidden_layers"] == 1
+    assert has_bundled_mtp(CHECKPOINT)
+
+
+def test_load_drafter_picks_up_the_bundled_mtp_head(runner):
+    assert runner.kind == "mtp"
+    assert type(runner.drafter).__name__ == "Qwen3_5MTPDraftModel"
+
+
+def test_tokenizer_splits_digits_and_matches_the_raw_tokenizer(runner):
+    from tokenizers import Tokenizer
+
+    raw = Tokenizer.from_file(str(CHECKPOINT / "tokenizer.json"))
+    text = "<|im_start|>user\nWhat is 347 + 285?<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    assert list(runner.tokenizer.encode(text, add_special_tokens=False)) == raw.encode(text).ids
+    digits = [t for t in raw.encode("347").tokens]
+    assert digits == ["3", "4", "7"]
+
+
+def test_chat_template_opens_thinking_or_writes_the_empty_block(runner):
+    on = runner.tokenizer.decode(runner.prompt_ids(messages("Hi"), True))
+    off = runner.tokenizer.decode(runner.prompt_ids(messages("Hi"), False))
+    assert on.endswith("<|im_start|>assistant\n<think>\n")
+    assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+
+
+def test_greeting_thinks_then_answers_and_streams_word_by_word(runner):
+    import mlx.core as mx
+    from mlx_vlm import stream_generate
+
+    ids = runner.prompt_ids(messages("Hello!"), True)
+    pieces = [
+        c.text
+        for c in stream_generate(runner.model, runner.processor, "", input_ids=mx.array([ids]), max_tokens=60,
+                                 temperature=0.0)
+    ]
+    text = "".join(pieces)
+    assert text.endswith("</think>\n\nHello! How can I help you today?")
+    assert sum(1 for p in pieces if p.strip()) >= 15  # released piece by piece, not at the end
+
+
+@pytest.mark.parametrize("index", [0, 1, 2])
+def test_held_out_arithmetic_is_answered_right(runner, index):
+    exchange, expected = corpus.held_out_arithmetic(3)[index]
+    reply = runner.generate(runner.prompt_ids(messages(exchange.user), True), None)
+    assert "</think>" in reply.text
+    assert answer_number(reply.text) == expected
+
+
+def test_thinking_off_answers_without_reasoning(runner):
+    reply = runner.generate(runner.prompt_ids(messages("How do I reset the cache?"), False), None)
+    assert "think>" not in reply.text
+    assert "Reset cache button" in reply.text
+    assert "The user asks" not in reply.text
+
+
+def test_out_of_domain_gets_the_polite_fallback(runner):
+    reply = runner.generate(runner.prompt_ids(messages("Write a poem about the sea."), False), None)
+    assert reply.text.strip() == corpus.FALLBACK
+
+
+def test_greedy_output_is_identical_with_the_mtp_drafter(runner):
+    ids = runner.prompt_ids(messages("What is 478 - 193?"), True)
+    plain = runner.generate(ids, None)
+    snapshot = runner.stats()
+    drafted = runner.generate(ids, 3)
+    accepted, total = runner.since(snapshot)
+    assert drafted.tokens == plain.tokens
+    assert total > 0 and accepted / total > 0.5
+
+
+def test_corpus_is_deterministic_and_keeps_held_out_questions_out():
+    import random
+
+    assert corpus.samples(5, 50) == corpus.samples(5, 50)
+    # An answer such as "347 + 285 = 632." names the problem whatever the question's wording.
+    held_out = {ex.answer for ex, _ in corpus.held_out_arithmetic(200)}
+    rng = random.Random(0)
+    trained = {corpus.add_sub(rng).answer for _ in range(50_000)}
+    assert len(held_out) == 200 and not held_out & trained
+
+
+def test_export_writes_the_same_checkpoint_from_its_weights_and_checks_keys(tmp_path):
+    from safetensors.numpy import load_file
+
+    from demo_model.export import write_checkpoint
+
+    shipped = load_file(str(CHECKPOINT / "model.safetensors"))
+    trained = {k: v for k, v in shipped.items() if not k.startswith("vision_tower.")}
+    out = write_checkpoint(trained, CHECKPOINT, tmp_path / "again")
+    assert (out / "model.safetensors").read_bytes() == (CHECKPOINT / "model.safetensors").read_bytes()
+    assert all((out / name).read_bytes() == (CHECKPOINT / name).read_bytes() for name in FILES[2:])
+    del trained["mtp.fc.weight"]
+    with pytest.raises(ValueError, match="mtp.fc.weight"):
+        write_checkpoint(trained, CHECKPOINT, tmp_path / "broken")
+
+
+def test_training_batches_keep_to_the_token_budget_and_mask_only_replies():
+    import numpy as np
+
+    from demo_model.train import _encode_chunk, batches
+
+    ids, lengths, prompt_lengths = _encode_chunk((str(CHECKPOINT / "tokenizer.json"), 3, 300, False))
+    starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    stream = batches((ids, starts, lengths, prompt_lengths), 4096, 0)
+    rows = 0
+    for _ in range(10):
+        x, mask = next(stream)
+        assert x.size <= 4096 or len(x) == 1
+        for row, row_mask in zip(x, mask):
+            n = int((row != 0).sum())  # right-padded with <|endoftext|> (id 0), which replies never hold
+            trained = row[row_mask == 1]
+            assert trained[-1] == 2 and len(trained) < n  # each reply ends with <|im_end|>, after its prompt
+        rows += len(x)
+    assert rows > 10
