@@ -15,7 +15,7 @@ class GenerationOptions(BaseModel):
     )
     speculative: bool = Field(True, description="Draft tokens with the drafter and verify them.")
     draft_block_size: int = Field(
-        3, ge=2, le=16, description="Tokens per draft round, anchor included (2 drafts one token)."
+        4, ge=2, le=16, description="Tokens per draft round, anchor included (2 drafts one token)."
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 is greedy.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")

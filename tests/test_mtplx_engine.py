@@ -60,7 +60,7 @@ def test_starts_mtplx_serve_with_the_reference_flags(started):
         "serve", "--model", MODEL, "--download", "--host", "127.0.0.1", "--port", str(port),
         "--context-window", "8192", "--kv-quant", "q8", "--depth", "3",
     ]
-    loading = [i for i in infos if i.state == "loading" and i.message.startswith("starting MTPLX")]
+    loading = [i for i in infos if i.state == "starting" and i.message.startswith("starting MTPLX")]
     assert loading and all(0 < i.progress < 1 for i in loading)
     assert "loading model weights" in loading[-1].message  # the daemon's last log line is shown
     info = engine.info()

@@ -149,7 +149,8 @@ class MtplxEngine(OpenAICompatEngine):
         self._set_state("ready", adopted)
 
     def _ensure_daemon(self) -> None:
-        health = self.supervisor.ensure(lambda message, progress: self._set_state("loading", message, progress))
+        # "starting" while the daemon comes up (it loads its model before opening the port).
+        health = self.supervisor.ensure(lambda message, progress: self._set_state("starting", message, progress))
         self.served_model = health.get("model") if isinstance(health.get("model"), str) else None
 
     def _warm_up(self, system_prompt: str) -> None:
@@ -174,7 +175,7 @@ class MtplxEngine(OpenAICompatEngine):
         """A daemon that died since the last message is started again (ours) or replaced (an adopted one)."""
         if self.supervisor.probe()[0] == "mtplx":
             return
-        self._set_state("loading", "MTPLX is not answering: starting it again", 0.0)
+        self._set_state("starting", "MTPLX is not answering: starting it again", 0.0)
         try:
             self._ensure_daemon()
         except EngineError as exc:
