@@ -8,7 +8,8 @@ the checkpoint under 30 MB at this size and lets a fast BLAS do the matmuls.
 from __future__ import annotations
 
 
-def text_config(vocab_size: int) -> dict:
+def text_config(vocab_size: int, **shape) -> dict:
+    """The demo model's text config; ``shape`` overrides sizes (the tiny test checkpoint uses it)."""
     return {
         "model_type": "qwen3_5",
         "hidden_size": 192,
@@ -36,4 +37,4 @@ def text_config(vocab_size: int) -> dict:
             "partial_rotary_factor": 0.25,
         },
         "mtp_num_hidden_layers": 1,
-    }
+    } | shape

@@ -15,39 +15,25 @@ import json
 import shutil
 from pathlib import Path
 
+from . import architecture
 from .checkpoint_files import SPECIAL_TOKENS, checkpoint_config, save_tokenizer
 
 VOCAB_SIZE = 2048
 
 
-def text_config(vocab_size: int = VOCAB_SIZE) -> dict:
-    return {
-        "model_type": "qwen3_5",
-        "hidden_size": 64,
-        "intermediate_size": 128,
-        "num_hidden_layers": 4,
-        "full_attention_interval": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "head_dim": 64,
-        "linear_num_value_heads": 4,
-        "linear_num_key_heads": 2,
-        "linear_key_head_dim": 16,
-        "linear_value_head_dim": 16,
-        "linear_conv_kernel_dim": 4,
-        "rms_norm_eps": 1e-6,
-        "vocab_size": vocab_size,
-        "max_position_embeddings": 32768,
-        "tie_word_embeddings": True,
-        # mrope_section sums to head_dim * partial_rotary_factor / 2.
-        "rope_parameters": {
-            "type": "default",
-            "mrope_section": [4, 2, 2],
-            "rope_theta": 100000,
-            "partial_rotary_factor": 0.25,
-        },
-        "mtp_num_hidden_layers": 1,
-    }
+def text_config(vocab_size: int) -> dict:
+    """The demo model's layer types at toy sizes: built and run in well under a second."""
+    return architecture.text_config(
+        vocab_size,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        full_attention_interval=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        linear_key_head_dim=16,
+        linear_value_head_dim=16,
+    )
 
 
 def _corpus() -> list[str]:

@@ -210,10 +210,17 @@ class OpenAICompatEngine(Engine):
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", f"connecting to {self.base_url}")
         try:
+            self._connect()
+        except EngineError:
+            pass  # the state says why; the next message tries again
+
+    def _connect(self) -> None:
+        """Check the server and record the outcome in the state; raises EngineError when it fails."""
+        try:
             note = self._check_models()
         except EngineError as exc:
             self._set_state("error", exc.message)
-            return
+            raise
         self._set_state("ready", note)
 
     def _get_json(self, path: str):
@@ -298,14 +305,8 @@ class OpenAICompatEngine(Engine):
 
     def before_turn(self, turn: Turn) -> None:
         """Runs on the reply's thread before the request: a server that was down is checked again."""
-        if self._state == "ready":
-            return
-        try:
-            note = self._check_models()
-        except EngineError as exc:
-            self._set_state("error", exc.message)
-            raise
-        self._set_state("ready", note)
+        if self._state != "ready":
+            self._connect()
 
     def cancel_remote(self, turn: Turn) -> None:
         """The user pressed Stop; closing the stream already tells a server that honours disconnects."""
