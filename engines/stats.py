@@ -7,6 +7,21 @@ import time
 LIVE_INTERVAL_S = 0.1
 
 
+def acceptance_by_depth(rounds: list[tuple[float, int]]) -> list[float | None]:
+    """Share of draft rounds whose k-th drafted token was kept, for k = 1, 2, …
+
+    ``rounds`` holds (accepted, drafted) per round; drafts are kept as a prefix,
+    so depth k counts when at least k were accepted.
+    """
+    depth = max((drafted for _, drafted in rounds), default=0)
+    shares = []
+    for k in range(1, depth + 1):
+        drafted = sum(1 for _, d in rounds if d >= k)
+        accepted = sum(1 for a, d in rounds if d >= k and a >= k)
+        shares.append(round(accepted / drafted, 4) if drafted else None)
+    return shares
+
+
 class StatsMeter:
     def __init__(self) -> None:
         self.started = time.perf_counter()
@@ -19,6 +34,7 @@ class StatsMeter:
         self.cached_tokens = 0
         self.drafted: int | None = None
         self.accepted: int | None = None
+        self.by_depth: list[float | None] | None = None
         self._last_live = 0.0
 
     @property
@@ -76,5 +92,6 @@ class StatsMeter:
             "drafted": self.drafted,
             "accepted": self.accepted,
             "acceptance": acceptance,
+            "acceptance_by_depth": self.by_depth,
             "elapsed_ms": ms(self.started, time.perf_counter()),
         }

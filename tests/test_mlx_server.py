@@ -61,6 +61,8 @@ def test_drafter_output_identical_to_plain_greedy(mlx_server):
     spec_stats = results[True][2]
     assert spec_stats["drafted"] > 0 and spec_stats["accepted"] is not None
     assert 0.0 <= spec_stats["acceptance"] <= 1.0
+    by_depth = spec_stats["acceptance_by_depth"]
+    assert len(by_depth) == 2 and all(0.0 <= a <= 1.0 for a in by_depth)
     assert results[False][2]["drafted"] is None
 
 

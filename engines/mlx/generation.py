@@ -13,7 +13,7 @@ from collections.abc import Callable
 from ..base import Turn
 from ..batching import DeltaBatch
 from ..events import Done, Event, Stats
-from ..stats import StatsMeter
+from ..stats import StatsMeter, acceptance_by_depth
 from ..thinking import ThinkSplitter
 from .conversations import ConversationCache
 from .loading import LoadedModel
@@ -43,6 +43,7 @@ class TurnGeneration:
         self.meter = StatsMeter()
         self.drafter = loaded.drafter if self.options.speculative else None
         self._draft_snapshot = None
+        self._past_rounds: list[tuple[float, int]] = []  # draft rounds of earlier phases
         self._first_phase = True
 
     def run(self, input_ids: list[int]) -> Done:
@@ -122,6 +123,13 @@ class TurnGeneration:
             return finish
         finally:
             stream.close()
+            # The drafter's per-round lists start afresh with the next phase.
+            self._past_rounds = self._draft_rounds()
+
+    def _draft_rounds(self) -> list[tuple[float, int]]:
+        if self.drafter is None:
+            return []
+        return self._past_rounds + list(zip(self.drafter.accept_lens, self.drafter.draft_lens))
 
     def _reconcile_cache(self) -> None:
         """Make the stored ids match what the cache holds.
@@ -158,3 +166,4 @@ class TurnGeneration:
             self.meter.accepted = int(round(accepted))
         else:
             self.meter.drafted, self.meter.accepted = 0, 0
+        self.meter.by_depth = acceptance_by_depth(self._draft_rounds())
