@@ -137,7 +137,7 @@ def main() -> None:
     questions = [(ex.user, expected) for ex, expected in corpus.held_out_arithmetic(args.questions)]
     correct = closed = 0
     plain: dict[tuple[str, bool], Reply] = {}
-    for i, (question, expected) in enumerate(questions):
+    for question, expected in questions:
         reply = runner.generate(runner.prompt_ids(messages(question), True), None)
         plain[(question, True)] = reply
         closed += "</think>" in reply.text

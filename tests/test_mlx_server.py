@@ -1,6 +1,5 @@
 """The real server (CLI in a subprocess) on a real tiny qwen3_5 checkpoint with an MTP head."""
 
-import json
 import signal
 import subprocess
 import sys
