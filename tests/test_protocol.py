@@ -26,6 +26,8 @@ def test_chat_frame_parses_with_extra_fields():
         ('{"type": "settings", "values": [1]}', "bad_frame"),
         (b"\x00\x01", "bad_frame"),
         ('{"type": "chat", "id": "a", "text": "' + "x" * (1 << 20) + '"}', "too_large"),
+        # Counted in bytes: 400k three-byte characters are 1.2 MB.
+        ('{"type": "chat", "id": "a", "text": "' + "€" * 400_000 + '"}', "too_large"),
     ],
 )
 def test_bad_frames_raise_client_errors(raw, code):

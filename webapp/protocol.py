@@ -59,8 +59,9 @@ def parse(raw: str | bytes) -> ClientFrame:
     """A typed frame, or ClientError with a message that says what to send instead."""
     if isinstance(raw, bytes):
         raise ClientError("bad_frame", "Binary frames are not supported: send JSON text frames.")
-    if len(raw) > MAX_FRAME_BYTES:
-        raise ClientError("too_large", f"Frame of {len(raw)} bytes is over the 1 MiB limit: send a shorter message.")
+    size = len(raw) if raw.isascii() else len(raw.encode())
+    if size > MAX_FRAME_BYTES:
+        raise ClientError("too_large", f"Frame of {size} bytes is over the 1 MiB limit: send a shorter message.")
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
