@@ -390,3 +390,12 @@ def test_switch_live_to_mtplx_deep_reset_then_back_stops_the_daemon(fake_path, s
             frame, _ = ws.until("engine", timeout=60)
         assert frame["engine"]["name"] == "fake"
     assert wait_gone(pid, timeout=20)
+
+
+def test_long_thinking_is_not_cut_by_the_budget(started):
+    engine, _ = started
+    control(engine.supervisor.base_url, "/fake/next", {"reasoning": [f" step {n}." for n in range(40)]})
+    done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 4})))
+    assert done.finish_reason == "stop" and done.error_code is None
+    assert done.stats["thinking_tokens"] >= 40
+    assert "".join(e.text for e in events if isinstance(e, Answer)) == "Hello! How can I help?"

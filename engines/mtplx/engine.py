@@ -54,6 +54,10 @@ def family_levels(health: dict, model: str | None) -> tuple[str, ...]:
 class MtplxReader(ReplyReader):
     """Adds the daemon's progress frames (live) and ``mtplx_stats`` (final) to the stats."""
 
+    def _check_limits(self) -> None:
+        """No client-side cut: MTPLX bounds thinking with its effort levels, and cutting a long but
+        healthy reasoning would lose its answer (the repetition guard still stops a looping one)."""
+
     def read_extra(self, chunk: dict) -> None:
         progress = chunk.get("mtplx_progress")
         if isinstance(progress, dict) and not progress.get("heartbeat"):
