@@ -97,3 +97,27 @@ def test_stop_button_stops_the_reply(page):
     assert "stopped" in reply.inner_text()
     page.fill("#prompt", "next question")
     assert page.locator("#send").is_enabled() and page.locator("#stop").is_hidden()
+
+
+def test_a_dropped_socket_loses_no_answer(browser, fake_server):
+    fake_server.engine.delay_s = 0.03
+    page = browser.new_page()
+    try:
+        page.goto(fake_server.url + "/")
+        page.wait_for_selector("#engine[data-state=ready]")
+        page.fill("#prompt", "hello")
+        page.press("#prompt", "Enter")
+        page.locator(".msg.assistant .thinking").wait_for()
+        dropped = set(fake_server.host._sessions)
+        for session in dropped:  # the network drops mid-reply
+            session._ws.close()
+        page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=30_000)
+        # The page did reconnect on a new socket, and resumed the same conversation.
+        assert fake_server.host._sessions and fake_server.host._sessions.isdisjoint(dropped)
+        reply = page.locator(".msg.assistant").last
+        assert "Here is an answer with code" in reply.locator(".answer").inner_text()
+        assert "Interrupted" not in reply.inner_text()
+        assert "does not see the messages" not in page.locator("#log").inner_text()
+        assert page.locator(".msg.assistant").count() == 1
+    finally:
+        page.close()

@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from engines import Engine, EngineError, EngineInfo
 from engines.registry import NAMES, EngineSpec
 
+from .conversation import Conversations
 from .errors import ClientError, describe_validation
 from .settings import SettingsStore
 
@@ -34,6 +35,7 @@ class EngineHost:
         self.settings = settings
         self._factory = factory
         self._sessions: set[ChatSession] = set()
+        self.conversations = Conversations(lambda: self.engine)
         self._lock = threading.Lock()
         self._watch(engine)
 
@@ -106,13 +108,12 @@ class EngineHost:
         return full
 
     def cancel_all(self) -> None:
-        """Stop every reply and wait until each tab got its ``done`` frame."""
-        with self._lock:
-            sessions = list(self._sessions)
-        for session in sessions:
-            session.cancel()
-        for session in sessions:
-            session.cancel(wait=True)
+        """Stop every reply and wait until each got its ``done`` frame."""
+        conversations = self.conversations.all()
+        for conversation in conversations:
+            conversation.cancel()
+        for conversation in conversations:
+            conversation.cancel(wait=True)
 
     def _engine_changed(self, info: EngineInfo) -> None:
         self.broadcast(self.engine_frame())

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import current_app
+from flask import current_app, request
 from flask_sock import Sock
 
 from .chat import ChatSession
@@ -13,7 +13,8 @@ sock = Sock()
 @sock.route("/ws")
 def chat_socket(ws):
     host = current_app.extensions["specchat"]
-    session = ChatSession(ws, host)
+    # A tab that reconnects names its conversation, to get it back with any reply still in flight.
+    session = ChatSession(ws, host, request.args.get("conversation"))
     host.add(session)
     try:
         session.hello()

@@ -55,6 +55,15 @@ export class Conversation {
     return this.turns.get(id);
   }
 
+  /** A resumed conversation replays a reply from its start: a fresh turn takes the old one's place. */
+  restartTurn(id) {
+    const old = this.turns.get(id);
+    const turn = new AssistantTurn(id, old.prompt, this.onResend);
+    old.el.replaceWith(turn.el);
+    this.turns.set(id, turn);
+    return turn;
+  }
+
   get empty() {
     return this.turns.size === 0;
   }

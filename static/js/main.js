@@ -16,6 +16,9 @@ let connected = false; // a hello arrived on the current socket
 let everConnected = false;
 let engineInfo = null;
 let current = null; // the AssistantTurn in flight, if any
+// The server keeps a conversation (and a reply in flight) while its tab reconnects. A reload starts
+// afresh, as the page no longer shows the earlier messages.
+let conversationId = null;
 
 const banner = $("#banner");
 const cacheStatus = $("#cache-status");
@@ -49,11 +52,15 @@ const composer = new Composer({
   onSend: sendChat,
   onStop: stopReply,
 });
-const connection = new Connection(socketUrl(), {
+const connection = new Connection(() => socketUrl(conversationId), {
   onFrame: (frame) => handlers[frame.type]?.(frame),
   onStatus: showConnection,
   onMalformed: () => showBanner("The server sent a message this page could not read; it was ignored."),
 });
+
+function rememberConversation(id) {
+  conversationId = id ?? null;
+}
 
 function newId() {
   return `m${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
@@ -142,10 +149,11 @@ const handlers = {
     if (frame.protocol !== PROTOCOL) {
       showBanner(`The server speaks protocol ${frame.protocol} and this page speaks ${PROTOCOL}. Reload the page.`);
     }
-    // The server keeps a conversation only as long as its socket, so say where memory restarts.
-    if (everConnected && !conversation.empty) {
+    // A conversation the server no longer has restarts its memory here: say so.
+    if (!frame.resumed && everConnected && !conversation.empty) {
       conversation.note("Reconnected. The model does not see the messages above this line.");
     }
+    rememberConversation(frame.conversation);
     everConnected = true;
     connected = true;
     engineInfo = frame.engine;
@@ -166,7 +174,14 @@ const handlers = {
     settings.update(frame.values);
   },
   start(frame) {
-    conversation.turn(frame.id)?.started();
+    let turn = conversation.turn(frame.id);
+    if (turn && !turn.active) {
+      // A resumed conversation replays its latest reply: rebuild it, and follow it if still running.
+      turn = conversation.restartTurn(frame.id);
+      current = turn;
+      refresh();
+    }
+    turn?.started();
   },
   thinking(frame) {
     conversation.turn(frame.id)?.addThinking(frame.text);
@@ -182,6 +197,9 @@ const handlers = {
     if (!turn) return;
     turn.done(frame);
     settle(turn);
+  },
+  new_chat(frame) {
+    rememberConversation(frame.conversation);
   },
   cache_reset(frame) {
     const { prompt_tokens: tokens, entries, bytes, message } = frame.freed;

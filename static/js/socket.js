@@ -3,10 +3,14 @@
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 15000;
 
-/** ws:// or wss:// to the protocol endpoint on the page's own host. */
-export function socketUrl() {
+/**
+ * ws:// or wss:// to the protocol endpoint on the page's own host; naming the tab's conversation
+ * gets it back after a reconnect, with any reply still in flight.
+ */
+export function socketUrl(conversationId) {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  return `${scheme}//${location.host}/ws`;
+  const query = conversationId ? `?conversation=${encodeURIComponent(conversationId)}` : "";
+  return `${scheme}//${location.host}/ws${query}`;
 }
 
 export class Connection {
@@ -39,7 +43,7 @@ export class Connection {
     clearTimeout(this.retryTimer);
     this.retryTimer = 0;
     this.onStatus({ state: "connecting" });
-    const ws = new WebSocket(this.url);
+    const ws = new WebSocket(typeof this.url === "function" ? this.url() : this.url);
     this.ws = ws;
     ws.addEventListener("message", (event) => this.receive(event.data));
     ws.addEventListener("close", () => {

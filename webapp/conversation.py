@@ -1,0 +1,152 @@
+"""A chat's history and its reply in flight, kept when the tab's socket drops.
+
+A reply goes on while its tab reconnects; the reconnected tab is sent the
+reply's frames so far (its "backlog") and then the rest live, so an answer is
+never lost to a network blip or a reload.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
+
+from engines import Answer, Done, Engine, Message, Stats, Thinking, Turn, guarded
+
+REPLY_FRAMES = ("start", "thinking", "answer", "stats", "done")
+KEEP_DETACHED_S = 15 * 60
+MAX_CONVERSATIONS = 32
+REATTACH_WAIT_S = 2.0
+
+
+class Conversation:
+    def __init__(self) -> None:
+        self.id = uuid.uuid4().hex
+        self.messages: list[Message] = []
+        self.turn: Turn | None = None
+        self._pump: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._sink: Callable[[dict], None] | None = None
+        self._backlog: list[dict] = []  # the latest reply's frames, for a tab that reattaches
+        self.detached_at: float | None = time.monotonic()
+
+    @property
+    def attached(self) -> bool:
+        return self._sink is not None
+
+    def attach(self, sink: Callable[[dict], None], greeting: dict) -> None:
+        """Send ``greeting`` then the latest reply so far; later frames follow live, in order."""
+        with self._lock:
+            self._sink, self.detached_at = sink, None
+            sink(greeting)
+            for frame in self._backlog:
+                sink(frame)
+
+    def detach(self, sink: Callable[[dict], None]) -> None:
+        with self._lock:
+            if self._sink == sink:  # bound methods are equal, never identical
+                self._sink, self.detached_at = None, time.monotonic()
+
+    def emit(self, frame: dict) -> None:
+        with self._lock:
+            if frame["type"] == "start":
+                self._backlog = []
+            if frame["type"] == "stats" and self._backlog and self._backlog[-1]["type"] == "stats":
+                self._backlog[-1] = frame  # only the latest numbers matter on replay
+            elif frame["type"] in REPLY_FRAMES:
+                self._backlog.append(frame)
+            if self._sink is not None:
+                self._sink(frame)
+
+    def start(self, turn: Turn, events) -> None:
+        self.messages.append(turn.messages[-1])
+        self.turn = turn
+        self.emit({"type": "start", "id": turn.id})
+        self._pump = threading.Thread(target=self._forward, args=(turn, events), name=f"reply-{turn.id}",
+                                      daemon=True)
+        self._pump.start()
+
+    def _forward(self, turn: Turn, events) -> None:
+        """Send the reply's events; record what was said, whatever way it ends."""
+        said = {"thinking": [], "answer": []}
+        done = None
+        try:
+            for event in guarded(events):
+                if isinstance(event, (Thinking, Answer)):
+                    kind = "thinking" if isinstance(event, Thinking) else "answer"
+                    said[kind].append(event.text)
+                    self.emit({"type": kind, "id": turn.id, "text": event.text})
+                elif isinstance(event, Stats):
+                    self.emit({"type": "stats", "id": turn.id, "stats": event.values})
+                elif isinstance(event, Done):
+                    done = event
+        finally:
+            turn.cancel.set()
+            self.messages.append(Message("assistant", "".join(said["answer"]), "".join(said["thinking"])))
+            self.turn = None
+            frame = {"type": "done", "id": turn.id, "finish_reason": done.finish_reason, "stats": done.stats}
+            if done.error_code:
+                frame["error"] = {"code": done.error_code, "message": done.error_message}
+            self.emit(frame)
+
+    def cancel(self, wait: bool = False) -> None:
+        turn, pump = self.turn, self._pump
+        if turn is not None:
+            turn.cancel.set()
+        if wait and pump is not None:
+            pump.join(timeout=10)
+
+
+class Conversations:
+    """Open conversations by id; a detached one is kept a while for its tab to come back."""
+
+    def __init__(self, engine: Callable[[], Engine]):
+        self._engine = engine
+        self._lock = threading.Lock()
+        self._all: OrderedDict[str, Conversation] = OrderedDict()
+
+    def open(self, wanted: str | None) -> tuple[Conversation, bool]:
+        """The detached conversation ``wanted`` (resumed), or a new one.
+
+        A reloaded tab can be back before the server noticed its old socket
+        close, so a conversation still attached gets a moment to come free.
+        """
+        deadline = time.monotonic() + REATTACH_WAIT_S
+        while True:
+            with self._lock:
+                found = self._all.get(wanted) if wanted else None
+                if found is None or not found.attached or time.monotonic() > deadline:
+                    stale = self._expire()
+                    found = self._all.get(wanted) if wanted else None
+                    resumed = found is not None and not found.attached
+                    if not resumed:
+                        found = Conversation()
+                        self._all[found.id] = found
+                    break
+            time.sleep(0.02)
+        for conversation in stale:
+            conversation.cancel()
+            self._engine().forget(conversation.id)
+        return found, resumed
+
+    def drop(self, conversation: Conversation) -> None:
+        conversation.cancel(wait=True)
+        with self._lock:
+            self._all.pop(conversation.id, None)
+        self._engine().forget(conversation.id)
+
+    def all(self) -> list[Conversation]:
+        with self._lock:
+            return list(self._all.values())
+
+    def _expire(self) -> list[Conversation]:
+        """Remove conversations detached too long, or the oldest detached past the limit."""
+        now = time.monotonic()
+        detached = [c for c in self._all.values() if c.detached_at is not None]
+        stale = {c.id: c for c in detached if now - c.detached_at > KEEP_DETACHED_S}
+        stale.update((c.id, c) for c in detached[: max(0, len(self._all) - MAX_CONVERSATIONS)])
+        for conversation_id in stale:
+            del self._all[conversation_id]
+        return list(stale.values())
