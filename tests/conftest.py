@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from engines.fake import FakeEngine
+from tests.processes import end_process
 from engines.registry import EngineSpec, create_engine
 from webapp import create_app
 from webapp.security import allowed_hosts
@@ -108,13 +109,7 @@ class ServerProcess(Addresses):
         raise TimeoutError("engine not ready:\n" + "".join(self.lines))
 
     def stop(self) -> int:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end_process(self.proc, 30)
         self._reader.join(timeout=5)
         return self.proc.returncode
 

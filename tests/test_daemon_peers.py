@@ -13,6 +13,7 @@ import pytest
 import requests
 
 from tests.fake_mtplx import free_port
+from tests.processes import end_process
 from tests.wsclient import WsClient, texts
 
 
@@ -37,12 +38,7 @@ class Peer:
         raise TimeoutError("peer did not start")
 
     def stop(self) -> None:
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
+        end_process(self.proc, 15)
 
 
 @pytest.fixture(scope="module")

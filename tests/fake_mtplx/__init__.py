@@ -11,6 +11,8 @@ from pathlib import Path
 
 import requests
 
+from tests.processes import end_process
+
 DAEMON = Path(__file__).resolve().parent / "daemon.py"
 
 
@@ -92,10 +94,4 @@ class FakeDaemon:
         control(self.url, "/fake/next", fault)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
+        end_process(self.proc, 10)
