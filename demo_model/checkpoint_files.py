@@ -21,6 +21,18 @@ SPECIAL_TOKENS = [
 ]
 
 
+def bpe_trainer(vocab_size: int):
+    """A byte-level BPE trainer that keeps Qwen's special tokens whole."""
+    from tokenizers import pre_tokenizers, trainers
+
+    return trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+
+
 def special_ids(tok) -> dict[str, int]:
     """The special tokens' ids in a ``tokenizers.Tokenizer``, and its vocabulary size."""
     ids = {t: tok.token_to_id(t) for t in SPECIAL_TOKENS}

@@ -16,7 +16,7 @@ import shutil
 from pathlib import Path
 
 from . import architecture
-from .checkpoint_files import SPECIAL_TOKENS, checkpoint_config, save_tokenizer
+from .checkpoint_files import bpe_trainer, checkpoint_config, save_tokenizer
 
 VOCAB_SIZE = 2048
 
@@ -53,17 +53,12 @@ def _corpus() -> list[str]:
 
 def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
     """Train the tokenizer; return the special tokens' ids and the real vocabulary size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    trainer = bpe_trainer(vocab_size)
     tok.train_from_iterator(_corpus(), trainer=trainer)
     return save_tokenizer(tok, out)
 

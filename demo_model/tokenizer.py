@@ -13,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from . import corpus
-from .checkpoint_files import SPECIAL_TOKENS, save_tokenizer
+from .checkpoint_files import bpe_trainer, save_tokenizer
 
 HERE = Path(__file__).resolve().parent
 VOCAB_SIZE = 1024
@@ -28,7 +28,7 @@ QWEN_PATTERN = (
 
 def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
     """Write tokenizer.json, tokenizer_config.json and chat_template.jinja; return special ids."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
     out.mkdir(parents=True, exist_ok=True)
     tok = Tokenizer(models.BPE())
@@ -40,12 +40,7 @@ def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
         ]
     )
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
+    trainer = bpe_trainer(vocab_size)
     texts = (p + c for p, c in corpus.samples(SEED, SAMPLES))
     tok.train_from_iterator(texts, trainer=trainer)
     return save_tokenizer(tok, out)
