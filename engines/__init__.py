@@ -2,11 +2,11 @@
 
 from .base import Engine, EngineInfo, Message, Turn
 from .errors import EngineBusy, EngineError, EngineNotReady, ModelNotFound
-from .events import Answer, Done, Event, Stats, Thinking
+from .events import Answer, Delta, Done, Event, Stats, Thinking
 from .options import GenerationOptions
 from .runner import guarded
 
 __all__ = [
-    "Answer", "Done", "Engine", "EngineBusy", "EngineError", "EngineInfo", "EngineNotReady",
+    "Answer", "Delta", "Done", "Engine", "EngineBusy", "EngineError", "EngineInfo", "EngineNotReady",
     "Event", "GenerationOptions", "Message", "ModelNotFound", "Stats", "Thinking", "Turn", "guarded",
 ]

@@ -21,6 +21,9 @@ class DeltaBatch:
         self._emit = emit
         self._kind: type | None = None
         self._parts: list[str] = []
+        self._length = 0
+        self._rounds: list[int] = []
+        self._spans: list[tuple[int, int]] = []
         self._last = 0.0
 
     def add(self, event: Thinking | Answer) -> None:
@@ -28,11 +31,18 @@ class DeltaBatch:
             self.flush()
             self._kind = type(event)
         self._parts.append(event.text)
+        self._rounds.extend(event.rounds)
+        for a, b in event.draft_spans:
+            a, b = self._length + a, self._length + b
+            if self._spans and self._spans[-1][1] == a:  # adjacent drafted tokens make one span
+                a = self._spans.pop()[0]
+            self._spans.append((a, b))
+        self._length += len(event.text)
         if time.perf_counter() - self._last >= FLUSH_INTERVAL_S:
             self.flush()
 
     def flush(self) -> None:
         if self._parts:
-            self._emit(self._kind("".join(self._parts)))
-            self._parts = []
+            self._emit(self._kind("".join(self._parts), tuple(self._rounds), tuple(self._spans)))
+            self._parts, self._rounds, self._spans, self._length = [], [], [], 0
             self._last = time.perf_counter()

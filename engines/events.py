@@ -9,13 +9,27 @@ FinishReason = Literal["stop", "length", "cancelled", "error"]
 
 
 @dataclass(frozen=True)
-class Thinking:
+class Delta:
+    """Text as it streams, with what speculative decoding did for it.
+
+    ``rounds``: drafts accepted in each verify round that ended within this
+    text. ``draft_spans``: (start, end) character ranges of ``text`` whose
+    tokens came from accepted drafts.
+    """
+
     text: str
+    rounds: tuple[int, ...] = ()
+    draft_spans: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
-class Answer:
-    text: str
+class Thinking(Delta):
+    pass
+
+
+@dataclass(frozen=True)
+class Answer(Delta):
+    pass
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,18 @@ def acceptance_by_depth(rounds: list[tuple[float, int]]) -> list[float | None]:
     return shares
 
 
+def round_stats(rounds: list[tuple[int, int]] | None) -> dict:
+    """``rounds`` (verify rounds), ``mean_accepted`` (drafts kept per round) and
+    ``accepted_hist`` (rounds that kept 0, 1, …, most-drafted drafts); null without rounds."""
+    if rounds is None:
+        return {"rounds": None, "mean_accepted": None, "accepted_hist": None}
+    hist = [0] * (max((d for _, d in rounds), default=0) + 1)
+    for accepted, _ in rounds:
+        hist[accepted] += 1
+    mean = round(sum(a for a, _ in rounds) / len(rounds), 3) if rounds else None
+    return {"rounds": len(rounds), "mean_accepted": mean, "accepted_hist": hist}
+
+
 class StatsMeter:
     def __init__(self) -> None:
         self.started = time.perf_counter()
@@ -35,6 +47,7 @@ class StatsMeter:
         self.drafted: int | None = None
         self.accepted: int | None = None
         self.by_depth: list[float | None] | None = None
+        self.rounds: list[tuple[int, int]] | None = None  # (accepted, drafted) per verify round
         self._last_live = 0.0
 
     @property
@@ -52,6 +65,13 @@ class StatsMeter:
             if self.thinking_tokens and self.thinking_ended_at is None:
                 self.thinking_ended_at = now
             self.answer_tokens += count
+
+    def record_rounds(self, rounds: list[tuple[int, int]]) -> None:
+        """Every verify round so far, as (accepted, drafted); the draft totals follow from them."""
+        self.rounds = rounds
+        self.drafted = sum(d for _, d in rounds)
+        self.accepted = sum(a for a, _ in rounds)
+        self.by_depth = acceptance_by_depth(rounds)
 
     def end_thinking(self) -> None:
         if self.thinking_ended_at is None and self.thinking_tokens:
@@ -93,5 +113,6 @@ class StatsMeter:
             "accepted": self.accepted,
             "acceptance": acceptance,
             "acceptance_by_depth": self.by_depth,
+            **round_stats(self.rounds),
             "elapsed_ms": ms(self.started, time.perf_counter()),
         }
