@@ -1,20 +1,32 @@
 // The message box: Enter sends, Shift+Enter adds a line, Stop (or Escape) replaces Send while a reply streams.
+// Beside Send: Race (drafter off vs on, with a runs selector) and "Find the best block size".
+
+import { loadPref, savePref } from "@app/prefs.js";
 
 const HINT = "Enter to send · Shift+Enter for a new line";
 
 export class Composer {
   /**
    * @param {{form: HTMLFormElement, prompt: HTMLTextAreaElement, send: HTMLButtonElement,
-   *          stop: HTMLButtonElement, hint: HTMLElement,
-   *          onSend: (text: string) => boolean, onStop: () => void}} parts
-   * `onSend` returns whether the text went out; if not, it stays in the box.
+   *          stop: HTMLButtonElement, race: HTMLButtonElement, runs: HTMLSelectElement,
+   *          sweep: HTMLButtonElement, hint: HTMLElement,
+   *          onSend: (text: string) => boolean, onRace: (text: string, runs: number) => boolean,
+   *          onSweep: (text: string) => boolean, onStop: () => void}} parts
+   * `onSend`, `onRace` and `onSweep` return whether the text went out; if not, it stays in the box.
    */
-  constructor({ form, prompt, send, stop, hint, onSend, onStop }) {
+  constructor({ form, prompt, send, stop, race, runs, sweep, hint, onSend, onRace, onSweep, onStop }) {
     this.prompt = prompt;
     this.sendButton = send;
     this.stopButton = stop;
+    this.raceButton = race;
+    this.runsSelect = runs;
+    this.sweepButton = sweep;
     this.hint = hint;
-    this.onSend = onSend;
+    this.actions = {
+      send: onSend,
+      race: (text) => onRace(text, this.runs),
+      sweep: onSweep,
+    };
     this.blocked = null;
     this.streaming = false;
 
@@ -36,6 +48,16 @@ export class Composer {
       this.render();
     });
     stop.addEventListener("click", () => onStop());
+    race.addEventListener("click", () => this.submit("race"));
+    sweep.addEventListener("click", () => this.submit("sweep"));
+    for (let n = 1; n <= 9; n++) runs.append(new Option(String(n), String(n)));
+    runs.value = String(Math.min(9, Math.max(1, Number(loadPref("raceRuns", 3)) || 3)));
+    runs.addEventListener("change", () => savePref("raceRuns", this.runs));
+  }
+
+  /** Pairs of runs a race makes (1-9). */
+  get runs() {
+    return Number(this.runsSelect.value);
   }
 
   /**
@@ -54,10 +76,11 @@ export class Composer {
     this.stopButton.textContent = "Stopping…";
   }
 
-  submit() {
+  /** Send the box's text as a chat message, a race or a block-size sweep. */
+  submit(kind = "send") {
     const text = this.prompt.value;
     if (this.streaming || this.blocked || text.trim() === "") return;
-    if (this.onSend(text)) {
+    if (this.actions[kind](text)) {
       this.prompt.value = "";
       this.autosize();
       this.render();
@@ -83,6 +106,9 @@ export class Composer {
       this.stopButton.textContent = "Stop";
     }
     this.sendButton.disabled = this.streaming || Boolean(this.blocked) || this.prompt.value.trim() === "";
+    this.raceButton.hidden = this.streaming;
+    this.raceButton.disabled = this.sendButton.disabled;
+    this.sweepButton.disabled = this.sendButton.disabled;
     this.hint.textContent = this.blocked ?? (this.streaming ? "Escape stops the reply" : HINT);
     this.hint.dataset.blocked = String(Boolean(this.blocked));
   }

@@ -1,5 +1,6 @@
-// The message log: user messages, assistant turns, and following the newest text.
+// The message log: user messages, assistant turns, races and sweeps, and following the newest text.
 
+import { clearTints } from "@app/drafted-tint.js";
 import { handleCodeCopy } from "@app/markdown.js";
 import { afterEachFlush } from "@app/render.js";
 import { AssistantTurn } from "@app/turn.js";
@@ -10,14 +11,18 @@ const STICK_PX = 48;
 export class Conversation {
   /**
    * @param {HTMLElement} log the scrolling container
-   * @param {(text: string) => void} onResend
+   * @param {{onResend: (text: string) => void, onRace: (text: string) => void,
+   *          judge: (stats: object) => object|null}} hooks `onRace` races a past message's text again;
+   *   `judge` is handed to each reply (see AssistantTurn).
    */
-  constructor(log, onResend) {
+  constructor(log, { onResend, onRace, judge }) {
     this.log = log;
     this.list = log.querySelector(".messages");
     this.emptyState = log.querySelector(".empty-state");
-    this.onResend = onResend;
+    this.turnHooks = { onResend, judge };
+    this.onRace = onRace;
     this.turns = new Map();
+    this.items = new Map(); // races and sweeps by id
     // Updated only by scrolling, so growing content never unsticks a reader at the bottom,
     // and scrolling up by even a little lets them read in peace.
     this.stick = true;
@@ -37,13 +42,37 @@ export class Conversation {
     const bubble = document.createElement("div");
     bubble.className = "bubble";
     bubble.textContent = text;
-    msg.append(bubble);
+    const race = document.createElement("button");
+    race.type = "button";
+    race.className = "link-button race-again";
+    race.textContent = "Race";
+    race.title = "Run this prompt with the drafter off and on, side by side";
+    race.setAttribute("aria-label", "Re-race this prompt");
+    race.addEventListener("click", () => this.onRace(text));
+    const actions = document.createElement("div");
+    actions.className = "msg-actions";
+    actions.append(race);
+    msg.append(bubble, actions);
     this.list.append(msg);
+  }
+
+  /** Add a race or sweep view (anything with `id`, `el` and `dispose()`); it is followed like a reply. */
+  addItem(view) {
+    this.emptyState.hidden = true;
+    this.items.set(view.id, view);
+    this.list.append(view.el);
+    this.stick = true;
+    this.follow();
+    return view;
+  }
+
+  item(id) {
+    return this.items.get(id);
   }
 
   /** Start the reply to chat `id`; sending always scrolls to it. */
   startTurn(id, prompt) {
-    const turn = new AssistantTurn(id, prompt, this.onResend);
+    const turn = new AssistantTurn(id, prompt, this.turnHooks);
     this.turns.set(id, turn);
     this.list.append(turn.el);
     this.stick = true;
@@ -58,14 +87,15 @@ export class Conversation {
   /** A resumed conversation replays a reply from its start: a fresh turn takes the old one's place. */
   restartTurn(id) {
     const old = this.turns.get(id);
-    const turn = new AssistantTurn(id, old.prompt, this.onResend);
+    const turn = new AssistantTurn(id, old.prompt, this.turnHooks);
+    old.dispose();
     old.el.replaceWith(turn.el);
     this.turns.set(id, turn);
     return turn;
   }
 
   get empty() {
-    return this.turns.size === 0;
+    return this.turns.size === 0 && this.items.size === 0;
   }
 
   /** A line about the session itself (e.g. a reconnect), between messages. */
@@ -79,7 +109,10 @@ export class Conversation {
   }
 
   clear() {
+    for (const view of [...this.turns.values(), ...this.items.values()]) view.dispose();
+    clearTints();
     this.turns.clear();
+    this.items.clear();
     this.list.replaceChildren(this.emptyState);
     this.emptyState.hidden = false;
     this.stick = true;

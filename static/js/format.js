@@ -3,6 +3,7 @@
 
 const integer = new Intl.NumberFormat("en-US", { maximumFractionDigits: 0 });
 const oneDecimal = new Intl.NumberFormat("en-US", { minimumFractionDigits: 1, maximumFractionDigits: 1 });
+const twoDecimals = new Intl.NumberFormat("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
 
 export function formatCount(n) {
   return integer.format(n);
@@ -44,4 +45,33 @@ export function formatBytes(bytes) {
     unit += 1;
   }
   return unit === 0 ? `${integer.format(value)} B` : `${oneDecimal.format(value)} ${units[unit]}`;
+}
+
+/** "1.63×". */
+export function formatFactor(ratio) {
+  return `${twoDecimals.format(ratio)}×`;
+}
+
+/**
+ * A median with its spread, e.g. "111.8 (104.2–118.0)"; the spread is left out when there is
+ * none (one run). `summary` is `{median, min, max}`, any of which may be null.
+ */
+export function formatSpread(summary, format) {
+  if (!summary || summary.median == null) return "–";
+  const { median, min, max } = summary;
+  if (min == null || max == null || min === max) return format(median);
+  return `${format(median)} (${format(min)}–${format(max)})`;
+}
+
+/** A spread of durations with the unit once: "120 (110–130) ms", or "1.2 (1.1–1.4) s". */
+export function formatSpreadMs(summary) {
+  if (!summary || summary.median == null) return "–";
+  const seconds = Math.max(summary.median, summary.max ?? 0) >= 1000;
+  const format = seconds ? (ms) => oneDecimal.format(ms / 1000) : (ms) => integer.format(ms);
+  return `${formatSpread(summary, format)} ${seconds ? "s" : "ms"}`;
+}
+
+/** Two decimals, e.g. a mean "2.31". */
+export function formatMean(n) {
+  return twoDecimals.format(n);
 }

@@ -1,12 +1,16 @@
 // Wires the socket's frames (protocol v1) to the views, and the views' actions back to the socket.
 
+import { Baseline } from "@app/baseline.js";
 import { Composer } from "@app/composer.js";
 import { Conversation } from "@app/conversation.js";
+import { bindTintToggle } from "@app/drafted-tint.js";
 import { EnginePanel } from "@app/engine.js";
 import { EnginePicker } from "@app/engine-picker.js";
-import { formatBytes, formatCount } from "@app/format.js";
+import { formatBytes, formatCount, formatRate } from "@app/format.js";
+import { RaceView } from "@app/race.js";
 import { SettingsPane } from "@app/settings.js";
 import { Connection, socketUrl } from "@app/socket.js";
+import { SWEEP_BLOCKS, SweepView } from "@app/sweep.js";
 
 const PROTOCOL = 1;
 
@@ -15,7 +19,9 @@ const $ = (selector) => document.querySelector(selector);
 let connected = false; // a hello arrived on the current socket
 let everConnected = false;
 let engineInfo = null;
-let current = null; // the AssistantTurn in flight, if any
+let current = null; // the AssistantTurn, RaceView or SweepView in flight, if any
+let settingsValues = {};
+const baseline = new Baseline();
 // The server keeps a conversation (and a reply in flight) while its tab reconnects. A reload starts
 // afresh, as the page no longer shows the earlier messages.
 let conversationId = null;
@@ -30,7 +36,11 @@ const resetCacheButton = $("#reset-cache");
 const deepResetField = $("#deep-reset-field");
 const deepReset = $("#deep-reset");
 
-const conversation = new Conversation($("#log"), (text) => composer.insert(text));
+const conversation = new Conversation($("#log"), {
+  onResend: (text) => composer.insert(text),
+  onRace: (text) => startRace(text, composer.runs),
+  judge: judgeReply,
+});
 const engine = new EnginePanel($("#engine"));
 const settings = new SettingsPane({
   form: $("#settings"),
@@ -48,10 +58,16 @@ const composer = new Composer({
   prompt: $("#prompt"),
   send: $("#send"),
   stop: $("#stop"),
+  race: $("#race"),
+  runs: $("#race-runs"),
+  sweep: $("#sweep"),
   hint: $("#composer-hint"),
   onSend: sendChat,
+  onRace: startRace,
+  onSweep: startSweep,
   onStop: stopReply,
 });
+bindTintToggle($("#tint-drafted"), $("#tint-drafted-hint"));
 const connection = new Connection(() => socketUrl(conversationId), {
   onFrame: (frame) => handlers[frame.type]?.(frame),
   onStatus: showConnection,
@@ -73,6 +89,52 @@ function sendChat(text) {
   current = conversation.startTurn(id, text);
   refresh();
   return true;
+}
+
+/** Race `text` with the drafter off and on, `runs` times each way; false when it could not start. */
+function startRace(text, runs) {
+  if (current || !connected) return false;
+  const id = newId();
+  if (!connection.send({ type: "race", id, text, runs })) return false;
+  conversation.addUser(id, text);
+  current = conversation.addItem(new RaceView(id, text, runs, {
+    context: () => ({ engine: engineInfo, settings: settingsValues }),
+    onFinished: (raceDone) => baseline.fromRace(raceDone),
+  }));
+  refresh();
+  return true;
+}
+
+/** Run `text` at every block size of the sweep; false when it could not start. */
+function startSweep(text) {
+  if (current || !connected) return false;
+  const id = newId();
+  if (!connection.send({ type: "sweep", id, text, blocks: SWEEP_BLOCKS })) return false;
+  conversation.addUser(id, text);
+  current = conversation.addItem(new SweepView(id, text, { onApply: applyBlock }));
+  refresh();
+  return true;
+}
+
+/** Block 1 is the drafter off; any other size turns it on at that size. */
+function applyBlock(block) {
+  const values = block === 1 ? { speculative: false } : { speculative: true, draft_block_size: block };
+  return connection.send({ type: "settings", values });
+}
+
+/** A finished reply's notice when its drafter-on rate fell below the drafter-off baseline. */
+function judgeReply(stats) {
+  const verdict = baseline.judge(stats);
+  if (!verdict) return null;
+  const source = verdict.source === "race" ? "measured by the last race" : "measured on this machine";
+  const text =
+    `Drafting is not paying off: ${formatRate(verdict.on)} tok/s with the drafter, ` +
+    `${formatRate(verdict.off)} tok/s without it (${source}). Try a smaller draft block.`;
+  const block = settingsValues.draft_block_size;
+  let action;
+  if (block > 2) action = { label: `Use block ${block - 1}`, run: () => applyBlock(block - 1) };
+  else if (block === 2) action = { label: "Turn the drafter off", run: () => applyBlock(1) };
+  return { text, action };
 }
 
 function stopReply() {
@@ -101,6 +163,7 @@ function refresh() {
     blocked = "The engine could not start; see the message at the top.";
   }
   composer.set({ streaming: current !== null, blocked });
+  for (const button of document.querySelectorAll(".race-again")) button.disabled = current !== null || Boolean(blocked);
   settings.setEnabled(connected);
   newChatButton.disabled = !connected;
   resetCacheButton.disabled = !connected;
@@ -158,22 +221,37 @@ const handlers = {
     connected = true;
     engineInfo = frame.engine;
     engine.update(engineInfo);
+    learnBaseline(frame);
     picker.update(frame.spec, frame.choices);
     deepResetField.hidden = !frame.deep_reset;
+    settingsValues = frame.settings ?? {};
     settings.update(frame.settings);
     refresh();
   },
   engine(frame) {
     engineInfo = frame.engine;
     engine.update(engineInfo);
+    learnBaseline(frame);
     picker.update(frame.spec, frame.choices);
     deepResetField.hidden = !frame.deep_reset;
     refresh();
   },
   settings(frame) {
+    settingsValues = frame.values ?? {};
     settings.update(frame.values);
   },
   start(frame) {
+    const item = conversation.item(frame.id);
+    if (item) {
+      // A reconnect that resumes the conversation carries on with a race or sweep in flight.
+      if (item.el.dataset.state === "interrupted" && item.resume) {
+        item.resume();
+        current = item;
+        refresh();
+      }
+      item.frame(frame);
+      return;
+    }
     let turn = conversation.turn(frame.id);
     if (turn && !turn.active) {
       // A resumed conversation replays its latest reply: rebuild it, and follow it if still running.
@@ -184,20 +262,26 @@ const handlers = {
     turn?.started();
   },
   thinking(frame) {
-    conversation.turn(frame.id)?.addThinking(frame.text);
+    if (itemFrame(frame)) return;
+    conversation.turn(frame.id)?.addThinking(frame.text, frame.rounds);
   },
   answer(frame) {
-    conversation.turn(frame.id)?.addAnswer(frame.text);
+    if (itemFrame(frame)) return;
+    conversation.turn(frame.id)?.addAnswer(frame.text, frame.rounds, frame.draft_spans);
   },
   stats(frame) {
+    if (itemFrame(frame)) return;
     conversation.turn(frame.id)?.updateStats(frame.stats);
   },
   done(frame) {
+    if (itemFrame(frame)) return;
     const turn = conversation.turn(frame.id);
     if (!turn) return;
     turn.done(frame);
     settle(turn);
   },
+  race_done: finishItem,
+  sweep_done: finishItem,
   new_chat(frame) {
     rememberConversation(frame.conversation);
   },
@@ -220,7 +304,7 @@ const handlers = {
       picker.rejected(frame.message);
       return;
     }
-    const turn = frame.id == null ? undefined : conversation.turn(frame.id);
+    const turn = frame.id == null ? undefined : conversation.turn(frame.id) ?? conversation.item(frame.id);
     if (!turn) {
       showBanner(frame.message);
       return;
@@ -231,6 +315,28 @@ const handlers = {
     settle(turn);
   },
 };
+
+/** Hand a race's or sweep's frame to its view; false when `frame` is not one of theirs. */
+function itemFrame(frame) {
+  const item = frame.id == null ? undefined : conversation.item(frame.id);
+  if (!item) return false;
+  item.frame(frame);
+  return true;
+}
+
+function finishItem(frame) {
+  const item = conversation.item(frame.id);
+  if (!item) return;
+  item.frame(frame);
+  settle(item);
+}
+
+/** The server's drafter-off rate for this engine and model, where it sends one. */
+function learnBaseline(frame) {
+  baseline.setEngine(frame.engine);
+  const value = frame.baseline ?? frame.engine?.baseline;
+  if (value != null) baseline.fromServer(value);
+}
 
 newChatButton.addEventListener("click", () => {
   if (current) connection.send({ type: "stop", id: current.id });

@@ -1,6 +1,11 @@
 // The stats line under an answer: live while it streams, final after `done`.
 
-import { formatCount, formatMs, formatPercent, formatRate } from "@app/format.js";
+import { formatCount, formatMean, formatMs, formatPercent, formatRate } from "@app/format.js";
+
+// Rates over the first few tokens swing wildly (two tokens in, "33% accepted" looks like a failure),
+// so speed and acceptance are shown from this many decoded tokens on.
+export const MEASURE_TOKENS = 16;
+const MEASURING = "measuring…";
 
 /** One stat: `parts` alternate label and value text, e.g. ["", "42.1", " tok/s"]. */
 function chip(key, title, ...parts) {
@@ -21,10 +26,16 @@ function chip(key, title, ...parts) {
 /** Render `stats` (keys of the protocol's stats object; any may still be null) into `el`. */
 export function renderStats(el, stats, live) {
   const chips = [];
+  // A finished reply shorter than that has no honest rate either: it says so instead.
+  const early = stats.tokens != null && stats.tokens < MEASURE_TOKENS;
+  const tooFew = live ? MEASURING : "too few tokens";
+  const earlyTitle = `Shown from ${MEASURE_TOKENS} decoded tokens on`;
   if (stats.ttft_ms != null) {
     chips.push(chip("ttft", "Time to first token", "TTFT ", formatMs(stats.ttft_ms)));
   }
-  if (stats.tok_s != null) {
+  if (early && (live || stats.tok_s != null)) {
+    chips.push(chip("tok_s", earlyTitle, "tok/s ", tooFew));
+  } else if (stats.tok_s != null) {
     chips.push(chip("tok_s", live ? "Decode speed so far" : "Decode speed", "", formatRate(stats.tok_s), " tok/s"));
   }
   if (stats.tokens != null) {
@@ -34,7 +45,9 @@ export function renderStats(el, stats, live) {
     chips.push(chip("tokens", parts.join(" · ") || "Generated tokens", "", formatCount(stats.tokens), stats.tokens === 1 ? " token" : " tokens"));
   }
   // Drafting stats only mean something when a drafter ran; null says it did not.
-  if (stats.drafted != null) {
+  if (stats.drafted != null && early) {
+    chips.push(chip("acceptance", earlyTitle, "accepted ", tooFew));
+  } else if (stats.drafted != null) {
     chips.push(
       chip(
         "acceptance",
@@ -45,8 +58,12 @@ export function renderStats(el, stats, live) {
       ),
     );
   }
+  if (stats.mean_accepted != null && !early) {
+    const title = `Drafted tokens accepted per verify round, over ${formatCount(stats.rounds ?? 0)} rounds`;
+    chips.push(chip("mean_accepted", title, "", formatMean(stats.mean_accepted), " per round"));
+  }
   // Per-depth acceptance (MTPLX): how often the 1st, 2nd, … drafted token of a round was kept.
-  if (Array.isArray(stats.acceptance_by_depth) && stats.acceptance_by_depth.length) {
+  if (!early && Array.isArray(stats.acceptance_by_depth) && stats.acceptance_by_depth.length) {
     const depths = stats.acceptance_by_depth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
     chips.push(chip("acceptance_by_depth", "Acceptance at draft depth 1, 2, …", "by depth ", depths));
   }

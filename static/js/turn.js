@@ -1,6 +1,8 @@
 // One assistant reply: its thinking block, streamed answer, stats line and how it ended.
 
+import { AcceptanceStrip } from "@app/acceptance-strip.js";
 import { copyText } from "@app/clipboard.js";
+import { DraftTint } from "@app/drafted-tint.js";
 import { MarkdownView } from "@app/markdown.js";
 import { schedule } from "@app/render.js";
 import { renderStats } from "@app/stats.js";
@@ -18,9 +20,11 @@ export class AssistantTurn {
   /**
    * @param {string} id the chat id this reply answers
    * @param {string} prompt the user's text, offered back for resending when the reply fails
-   * @param {(text: string) => void} onResend
+   * @param {{onResend: (text: string) => void,
+   *          judge?: (stats: object) => ({text: string, action?: {label: string, run: () => void}}|null)}} hooks
+   * `judge` looks at a finished reply's stats and may return a notice (drafting not paying off).
    */
-  constructor(id, prompt, onResend) {
+  constructor(id, prompt, { onResend, judge }) {
     this.id = id;
     this.prompt = prompt;
     this.el = element("article", "msg assistant");
@@ -29,13 +33,16 @@ export class AssistantTurn {
     this.el.setAttribute("aria-label", "Assistant reply");
     this.answerEl = element("div", "answer markdown");
     this.answerView = new MarkdownView(this.answerEl);
+    this.tint = new DraftTint(this.answerEl, () => this.answer);
+    this.strip = new AcceptanceStrip();
     this.statsEl = element("div", "stats");
     this.statsEl.hidden = true;
     this.notesEl = element("div", "notes");
     this.actionsEl = element("div", "msg-actions");
     this.actionsEl.hidden = true;
-    this.el.append(this.answerEl, this.statsEl, this.notesEl, this.actionsEl);
+    this.el.append(this.answerEl, this.strip.el, this.statsEl, this.notesEl, this.actionsEl);
     this.onResend = onResend;
+    this.judge = judge;
 
     this.hasStarted = false;
     this.thinking = null;
@@ -56,8 +63,10 @@ export class AssistantTurn {
     if (this.el.dataset.state === "waiting") this.el.dataset.state = "streaming";
   }
 
-  addThinking(text) {
+  /** A thinking delta; `rounds` are the verify rounds that ended within it. */
+  addThinking(text, rounds) {
     if (!this.active) return;
+    this.strip.add(rounds);
     this.started();
     if (!this.thinking) {
       this.thinking = new ThinkingBlock();
@@ -67,10 +76,13 @@ export class AssistantTurn {
     schedule(this);
   }
 
-  addAnswer(text) {
+  /** An answer delta; `spans` are its character ranges that came from accepted drafts. */
+  addAnswer(text, rounds, spans) {
     if (!this.active) return;
     this.started();
     if (this.answer === "" && this.thinking) this.thinking.answerStarted();
+    this.strip.add(rounds);
+    if (spans) this.tint.add(this.answer.length, spans);
     this.answer += text;
     this.answerDirty = true;
     schedule(this);
@@ -79,6 +91,7 @@ export class AssistantTurn {
   updateStats(stats) {
     this.stats = stats;
     this.statsDirty = true;
+    this.strip.setStats(stats);
     if (this.thinking && stats.thinking_tokens != null) this.thinking.setTokens(stats.thinking_tokens);
     schedule(this);
   }
@@ -93,7 +106,10 @@ export class AssistantTurn {
     const reason = frame.finish_reason;
     this.el.dataset.state = "done";
     this.el.dataset.finish = reason;
-    if (frame.stats) this.stats = frame.stats;
+    if (frame.stats) {
+      this.stats = frame.stats;
+      this.strip.setStats(frame.stats);
+    }
     if (this.thinking) this.thinking.finish(frame.stats);
     this.answerDirty = this.answer !== "";
     if (reason === "error") {
@@ -102,6 +118,8 @@ export class AssistantTurn {
     } else if (FINISH_NOTES[reason]) {
       this.addNote(reason, FINISH_NOTES[reason]);
     }
+    const notice = reason === "stop" || reason === "length" ? this.judge?.(this.stats) : null;
+    if (notice) this.notes.push({ kind: "slow-draft", ...notice });
     this.statsDirty = true;
     schedule(this);
   }
@@ -134,11 +152,13 @@ export class AssistantTurn {
 
   flush() {
     if (this.thinking) this.thinking.flush();
+    const rendered = this.answerDirty;
     if (this.answerDirty) {
       if (this.active) this.answerView.update(this.answer);
       else this.answerView.render(this.answer);
       this.answerDirty = false;
     }
+    this.tint.apply(rendered);
     if (this.statsDirty && this.stats) {
       renderStats(this.statsEl, this.stats, this.active);
     }
@@ -147,13 +167,28 @@ export class AssistantTurn {
     if (!this.active && this.actionsEl.hidden) this.renderActions();
   }
 
-  renderNote({ kind, text, code }) {
+  renderNote({ kind, text, code, action }) {
     const note = element("p", `note note-${kind}`);
     note.dataset.kind = kind;
     note.setAttribute("role", kind === "error" ? "alert" : "status");
     note.textContent = kind === "error" ? `Error: ${text}` : text;
     if (code) note.title = code;
+    if (action) {
+      const button = element("button", "link-button note-action");
+      button.type = "button";
+      button.textContent = action.label;
+      button.addEventListener("click", () => {
+        action.run();
+        button.disabled = true;
+      }, { once: true });
+      note.append(" ", button);
+    }
     return note;
+  }
+
+  /** The reply's element is leaving the page. */
+  dispose() {
+    this.tint.dispose();
   }
 
   /** Copy for a finished answer; "Edit & resend" when the reply failed or was cut off by the network. */

@@ -1,0 +1,61 @@
+// This model's drafter-off decode rate on this machine, the bar a drafter-on reply has to clear.
+// It comes from the server (its calibration) or from the last race here, per engine and model.
+
+import { loadPref, savePref } from "@app/prefs.js";
+import { MEASURE_TOKENS } from "@app/stats.js";
+
+/** A rate from the server's `baseline` value: a number, `{tok_s}`, or `{tok_s: {median}}`. */
+function rateOf(value) {
+  if (typeof value === "number") return value;
+  if (value && typeof value === "object") {
+    const rate = value.tok_s ?? value.rate;
+    if (typeof rate === "number") return rate;
+    if (rate && typeof rate.median === "number") return rate.median;
+  }
+  return null;
+}
+
+export class Baseline {
+  constructor() {
+    this.key = null;
+    this.rates = loadPref("baselines", {});
+  }
+
+  /** `engine` as in `hello` and `engine` frames; a different model has a different baseline. */
+  setEngine(engine) {
+    this.key = engine && engine.model ? `${engine.name}|${engine.model}` : null;
+  }
+
+  get rate() {
+    return (this.key && this.rates[this.key]?.tok_s) || null;
+  }
+
+  /** The server's measurement (`baseline` in `hello`/`engine`, or GET /api/baseline). */
+  fromServer(value) {
+    const rate = rateOf(value);
+    if (rate > 0) this.remember(rate, value?.source === "race" ? "race" : "calibration");
+  }
+
+  /** A finished race's drafter-off lane. */
+  fromRace(raceDone) {
+    const rate = raceDone?.off?.tok_s?.median;
+    if (typeof rate === "number" && rate > 0) this.remember(rate, "race");
+  }
+
+  remember(rate, source) {
+    if (!this.key) return;
+    this.rates = { ...this.rates, [this.key]: { tok_s: rate, source } };
+    savePref("baselines", this.rates);
+  }
+
+  /**
+   * The notice for a finished reply, or null: a drafter ran and decoded slower than the
+   * drafter-off rate. Needs enough tokens for the reply's own rate to mean something.
+   */
+  judge(stats) {
+    const off = this.rate;
+    if (!off || !stats || stats.drafted == null || stats.tok_s == null) return null;
+    if (stats.tokens == null || stats.tokens < MEASURE_TOKENS || stats.tok_s >= off) return null;
+    return { on: stats.tok_s, off, source: this.rates[this.key].source };
+  }
+}

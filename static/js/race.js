@@ -1,0 +1,336 @@
+// A race: one prompt run with the drafter off and on, lane after lane (runs interleaved), shown side by
+// side; then the summary, a replay of both lanes at their recorded pace, and the receipt.
+
+import { schedule } from "@app/render.js";
+import { RaceLane } from "@app/race-lane.js";
+import { RaceReplay } from "@app/race-replay.js";
+import { renderRaceSummary } from "@app/race-summary.js";
+import { canvasToPng, cardFacts, downloadBlob, drawReceiptCard, fetchReceipt, receiptUrl } from "@app/receipt.js";
+
+const LANES = ["off", "on"];
+const LANE_NAMES = { off: "drafter off", on: "drafter on" };
+
+function element(tag, className, text) {
+  const el = document.createElement(tag);
+  el.className = className;
+  if (text) el.textContent = text;
+  return el;
+}
+
+function button(label, name, onClick) {
+  const el = element("button", "button small", label);
+  el.type = "button";
+  if (name) el.setAttribute("aria-label", name);
+  el.addEventListener("click", onClick);
+  return el;
+}
+
+/** The run of `runs` whose decode rate is the median (the lower middle one for an even count). */
+function medianRun(runs) {
+  const finished = runs.filter((run) => run.final && run.final.stats?.tok_s != null && run.events.length);
+  const pool = finished.length ? finished : runs.filter((run) => run.events.length);
+  if (!pool.length) return null;
+  const sorted = [...pool].sort((a, b) => a.final.stats.tok_s - b.final.stats.tok_s);
+  return finished.length ? sorted[Math.floor((sorted.length - 1) / 2)] : pool[pool.length - 1];
+}
+
+export class RaceView {
+  /**
+   * @param {string} id the race id
+   * @param {string} prompt
+   * @param {number} runs pairs asked for
+   * @param {{context: () => object, onFinished?: (raceDone: object) => void}} hooks `context` gives
+   *   the engine and settings the receipt card falls back on.
+   */
+  constructor(id, prompt, runs, { context, onFinished }) {
+    this.id = id;
+    this.prompt = prompt;
+    this.runs = runs;
+    this.context = context;
+    this.onFinished = onFinished;
+    this.el = element("article", "msg race");
+    this.el.dataset.id = id;
+    this.el.dataset.state = "waiting";
+    this.el.setAttribute("aria-label", "Race: drafter off vs on");
+
+    const head = element("header", "race-head");
+    this.statusEl = element("span", "race-status", "Waiting for the model…");
+    head.append(element("span", "race-title", "Race · drafter off vs on"), this.statusEl);
+    this.lanes = { off: new RaceLane("off"), on: new RaceLane("on") };
+    const lanes = element("div", "race-lanes");
+    lanes.append(this.lanes.off.el, this.lanes.on.el);
+    this.summaryEl = element("div", "race-summary");
+    this.summaryEl.hidden = true;
+    this.notesEl = element("div", "notes");
+    this.actionsEl = element("div", "msg-actions race-actions");
+    this.actionsEl.hidden = true;
+    this.el.append(head, lanes, this.summaryEl, this.notesEl, this.actionsEl);
+
+    this.record = { off: [], on: [] }; // per lane, per run: a RecordedRun (see race-replay.js)
+    this.currentLane = null;
+    this.result = null;
+    this.replay = null;
+    this.notes = [];
+    this.statusText = this.statusEl.textContent;
+    this.ticking = false;
+    this.lanes.off.idle("waits for its turn");
+    this.lanes.on.idle("waits for its turn");
+  }
+
+  /** Whether the race may still receive frames. */
+  get active() {
+    return ["waiting", "racing", "stopping"].includes(this.el.dataset.state);
+  }
+
+  stopping() {
+    this.el.dataset.state = "stopping";
+    this.setStatus("Stopping…");
+  }
+
+  setStatus(text) {
+    this.statusText = text;
+    schedule(this);
+  }
+
+  runOf(frame) {
+    const lane = this.record[frame.lane];
+    if (!lane) return null;
+    return lane.find((run) => run.run === frame.run) ?? null;
+  }
+
+  /** Any frame with this race's id. */
+  frame(frame) {
+    switch (frame.type) {
+      case "start":
+        return this.laneStart(frame);
+      case "thinking":
+      case "answer":
+        return this.laneDelta(frame.type, frame);
+      case "stats":
+        return this.laneStats(frame);
+      case "done":
+        return this.laneDone(frame);
+      case "race_done":
+        return this.finish(frame);
+    }
+  }
+
+  /** The connection is back and the server carries on with this race. */
+  resume() {
+    this.el.dataset.state = "racing";
+    this.addNote("resumed", "Reconnected: the race went on meanwhile.");
+  }
+
+  /** `start` of one lane's run. */
+  laneStart(frame) {
+    const lane = this.lanes[frame.lane];
+    if (!lane || !this.active) return;
+    if (this.el.dataset.state === "waiting") this.el.dataset.state = "racing";
+    const run = { run: frame.run ?? 0, events: [], stats: [], final: null, end: 0, startedAt: performance.now() };
+    this.record[frame.lane] = this.record[frame.lane].filter((r) => r.run !== run.run).concat(run);
+    this.currentLane = { name: frame.lane, run };
+    lane.begin(run.run, this.runs);
+    if (this.el.dataset.state !== "stopping") {
+      const pair = this.runs > 1 ? `Run ${run.run + 1} of ${this.runs}: ` : "";
+      this.setStatus(`${pair}${LANE_NAMES[frame.lane]}…`);
+    }
+    this.tickClock();
+  }
+
+  /** A `thinking` or `answer` delta of a lane. */
+  laneDelta(kind, frame) {
+    const run = this.runOf(frame);
+    if (!run || run.final || !this.active) return;
+    const t = typeof frame.t_ms === "number" ? frame.t_ms : performance.now() - run.startedAt;
+    const event = { t, kind, text: frame.text ?? "", rounds: frame.rounds, spans: frame.draft_spans };
+    run.events.push(event);
+    run.end = Math.max(run.end, t);
+    if (this.replay) return; // the replay owns the lanes; the recording still grows
+    const lane = this.lanes[frame.lane];
+    if (kind === "thinking") lane.addThinking(event.text, event.rounds);
+    else lane.addAnswer(event.text, event.rounds, event.spans);
+  }
+
+  laneStats(frame) {
+    const run = this.runOf(frame);
+    if (!run || run.final || !this.active) return;
+    run.stats.push({ t: run.end, stats: frame.stats });
+    if (!this.replay) this.lanes[frame.lane].setStats(frame.stats, true);
+  }
+
+  /** `done` of one lane's run: not the race's end, which `race_done` brings. */
+  laneDone(frame) {
+    const run = this.runOf(frame);
+    if (!run || run.final) return;
+    run.final = { stats: frame.stats ?? null, finish: frame.finish_reason };
+    if (this.currentLane?.run === run) this.currentLane = null;
+    if (!this.replay) this.lanes[frame.lane].end(frame.stats, frame.finish_reason, run.end);
+  }
+
+  /** Keep the running lane's clock moving, one update per frame. */
+  tickClock() {
+    if (this.ticking) return;
+    this.ticking = true;
+    const tick = () => {
+      const current = this.currentLane;
+      if (!current || !this.active) {
+        this.ticking = false;
+        return;
+      }
+      if (!this.replay) this.lanes[current.name].setClock(performance.now() - current.run.startedAt);
+      requestAnimationFrame(tick);
+    };
+    requestAnimationFrame(tick);
+  }
+
+  /** `race_done`: the one frame that ends a race. */
+  finish(frame) {
+    if (!this.active) return;
+    this.result = frame;
+    this.currentLane = null;
+    const reason = frame.finish_reason ?? "stop";
+    this.el.dataset.state = "done";
+    this.el.dataset.finish = reason;
+    for (const name of LANES) {
+      const lane = this.lanes[name];
+      if (lane.el.dataset.state === "streaming") lane.end(lane.stats, reason, null);
+      else if (!this.record[name].length) lane.idle(reason === "cancelled" ? "did not run" : "no run");
+    }
+    if (reason === "error") {
+      this.addNote("error", `Error: ${frame.error?.message ?? "The race failed."}`);
+    } else if (reason === "cancelled") {
+      this.addNote("cancelled", "Stopped: the numbers below cover the runs that finished.");
+    }
+    if (frame.off || frame.on || frame.speedup) renderRaceSummary(this.summaryEl, frame);
+    const pairs = frame.runs ?? this.runs;
+    this.setStatus(reason === "cancelled" ? "Stopped" : `Done · ${pairs} ${pairs === 1 ? "run" : "runs"} each way`);
+    this.renderActions();
+    this.onFinished?.(frame);
+  }
+
+  /** An `error` frame for this race; before any lane started it means the race was refused. */
+  fail(code, message) {
+    if (this.el.dataset.state === "waiting") {
+      this.el.dataset.state = "failed";
+      this.el.dataset.finish = "error";
+      this.setStatus("Not run");
+      this.lanes.off.idle("");
+      this.lanes.on.idle("");
+    }
+    this.addNote("error", `Error: ${message}`, code);
+  }
+
+  /** The connection dropped mid-race. */
+  interrupt() {
+    this.el.dataset.state = "interrupted";
+    this.currentLane = null;
+    this.addNote("interrupted", "Interrupted: the connection dropped before the race finished.");
+    this.setStatus("Interrupted");
+  }
+
+  addNote(kind, text, code) {
+    this.notes.push({ kind, text, code });
+    schedule(this);
+  }
+
+  renderActions() {
+    const buttons = [];
+    const tracks = this.replayTracks();
+    if (tracks.length === 2) {
+      this.replayButton = button("Replay", "Replay race", () => this.toggleReplay());
+      buttons.push(this.replayButton);
+    }
+    if (this.result && this.el.dataset.finish !== "error" && this.result.speedup) {
+      this.receiptButton = button("Save receipt", "Save receipt", () => this.saveReceipt());
+      const markdown = element("a", "link-button", "Markdown");
+      markdown.href = receiptUrl(this.id, "markdown", this.result.receipt);
+      markdown.target = "_blank";
+      markdown.rel = "noopener";
+      markdown.setAttribute("aria-label", "Open receipt as Markdown");
+      const json = element("a", "link-button", "JSON");
+      json.href = receiptUrl(this.id, "json", this.result.receipt);
+      json.download = `specchat-race-${this.id}.json`;
+      json.setAttribute("aria-label", "Download receipt as JSON");
+      buttons.push(this.receiptButton, markdown, json);
+    }
+    this.receiptStatus = element("span", "race-receipt-status");
+    this.receiptStatus.setAttribute("role", "status");
+    this.actionsEl.replaceChildren(...buttons, this.receiptStatus);
+    this.actionsEl.hidden = buttons.length === 0;
+  }
+
+  replayTracks() {
+    const tracks = [];
+    for (const name of LANES) {
+      const run = medianRun(this.record[name]);
+      if (!run) continue;
+      const count = this.record[name].length;
+      const label = count > 1 ? `replay · run ${run.run + 1}, the median` : "replay";
+      tracks.push({ lane: this.lanes[name], run, label });
+    }
+    return tracks;
+  }
+
+  toggleReplay() {
+    if (this.replay) {
+      this.replay.cancel();
+      return;
+    }
+    this.replay = new RaceReplay(this.replayTracks(), (completed) => {
+      this.replay = null;
+      this.el.dataset.replaying = "false";
+      this.replayButton.textContent = "Replay";
+      this.replayButton.setAttribute("aria-label", "Replay race");
+      this.setStatus(completed ? "Replay finished" : "Replay stopped");
+    });
+    this.el.dataset.replaying = "true";
+    this.replayButton.textContent = "Stop replay";
+    this.replayButton.setAttribute("aria-label", "Stop replay");
+    this.setStatus("Replaying both lanes at their recorded pace…");
+    this.replay.start();
+  }
+
+  async saveReceipt() {
+    const status = this.receiptStatus;
+    this.receiptButton.disabled = true;
+    status.textContent = "Drawing…";
+    status.dataset.kind = "";
+    let receipt = null;
+    let warning = "";
+    try {
+      receipt = await fetchReceipt(this.id);
+    } catch (error) {
+      warning = `${error.message} The card shows the numbers this page saw.`;
+    }
+    try {
+      const facts = cardFacts(receipt, this.result, { ...this.context(), prompt: this.prompt });
+      const blob = await canvasToPng(drawReceiptCard(facts));
+      downloadBlob(blob, `specchat-race-${this.id}.png`);
+      status.textContent = warning || "Saved the receipt card.";
+      status.dataset.kind = warning ? "warn" : "ok";
+    } catch (error) {
+      status.textContent = `Error: ${error.message}`;
+      status.dataset.kind = "error";
+    } finally {
+      this.receiptButton.disabled = false;
+    }
+  }
+
+  flush() {
+    this.statusEl.textContent = this.statusText;
+    while (this.notes.length) {
+      const { kind, text, code } = this.notes.shift();
+      const note = element("p", `note note-${kind}`, text);
+      note.dataset.kind = kind;
+      note.setAttribute("role", kind === "error" ? "alert" : "status");
+      if (code) note.title = code;
+      this.notesEl.append(note);
+    }
+  }
+
+  dispose() {
+    this.replay?.cancel();
+    this.currentLane = null;
+    for (const name of LANES) this.lanes[name].dispose();
+  }
+}

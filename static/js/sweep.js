@@ -1,0 +1,190 @@
+// "Find the best block size": one prompt run at draft block sizes 1 (drafter off) to 6, drawn as a
+// chart as each block finishes, with an offer to use the fastest.
+
+import { formatRate } from "@app/format.js";
+import { schedule } from "@app/render.js";
+import { MEASURE_TOKENS } from "@app/stats.js";
+import { renderSweepChart, rowRate } from "@app/sweep-chart.js";
+
+export const SWEEP_BLOCKS = [1, 2, 3, 4, 5, 6];
+
+function element(tag, className, text) {
+  const el = document.createElement(tag);
+  el.className = className;
+  if (text) el.textContent = text;
+  return el;
+}
+
+export class SweepView {
+  /**
+   * @param {string} id the sweep id
+   * @param {string} prompt
+   * @param {{onApply: (block: number) => boolean}} hooks `onApply` sets the block size (block 1
+   *   turns the drafter off) and says whether the change went out.
+   */
+  constructor(id, prompt, { onApply }) {
+    this.id = id;
+    this.prompt = prompt;
+    this.onApply = onApply;
+    this.blocks = SWEEP_BLOCKS;
+    this.rows = new Map(); // block -> row, as blocks finish
+    this.best = null;
+    this.el = element("article", "msg sweep");
+    this.el.dataset.id = id;
+    this.el.dataset.state = "waiting";
+    this.el.setAttribute("aria-label", "Block size sweep");
+    const head = element("header", "race-head");
+    this.statusEl = element("span", "race-status", "Waiting for the model…");
+    head.append(element("span", "race-title", "Best draft block size"), this.statusEl);
+    this.chartEl = element("div", "sweep-chart-box");
+    this.notesEl = element("div", "notes");
+    this.actionsEl = element("div", "msg-actions race-actions");
+    this.actionsEl.hidden = true;
+    this.el.append(head, this.chartEl, this.notesEl, this.actionsEl);
+    this.status = this.statusEl.textContent;
+    this.running = "";
+    this.notes = [];
+    this.dirty = true;
+    schedule(this);
+  }
+
+  get active() {
+    return ["waiting", "running", "stopping"].includes(this.el.dataset.state);
+  }
+
+  stopping() {
+    this.el.dataset.state = "stopping";
+    this.setStatus("Stopping…");
+  }
+
+  setStatus(text) {
+    this.status = text;
+    schedule(this);
+  }
+
+  /** Any frame with this sweep's id. */
+  frame(frame) {
+    switch (frame.type) {
+      case "start":
+        return this.blockStart(frame);
+      case "stats":
+        return this.blockStats(frame);
+      case "done":
+        return this.blockDone(frame);
+      case "sweep_done":
+        return this.finish(frame);
+    }
+  }
+
+  resume() {
+    this.el.dataset.state = "running";
+  }
+
+  /** `start` of one block's run. */
+  blockStart(frame) {
+    if (!this.active) return;
+    if (this.el.dataset.state === "waiting") this.el.dataset.state = "running";
+    const index = this.blocks.indexOf(frame.block);
+    const where = index >= 0 ? ` (${index + 1} of ${this.blocks.length})` : "";
+    this.running = `Block ${frame.block}${frame.block === 1 ? ", drafter off" : ""}${where}`;
+    if (this.el.dataset.state !== "stopping") this.setStatus(`${this.running}…`);
+  }
+
+  /** Live numbers of the block running now, once there are enough tokens to mean something. */
+  blockStats(frame) {
+    const stats = frame.stats ?? {};
+    if (this.el.dataset.state !== "running" || stats.tok_s == null || (stats.tokens ?? 0) < MEASURE_TOKENS) return;
+    this.setStatus(`${this.running}: ${formatRate(stats.tok_s)} tok/s…`);
+  }
+
+  /** `done` of one block's run: its bar appears. */
+  blockDone(frame) {
+    const stats = frame.stats ?? {};
+    if (frame.finish_reason === "cancelled" || frame.finish_reason === "error" || stats.tok_s == null) return;
+    this.rows.set(frame.block, {
+      block: frame.block, tok_s: stats.tok_s, acceptance: stats.acceptance ?? null,
+      mean_accepted: stats.mean_accepted ?? null,
+    });
+    this.dirty = true;
+    schedule(this);
+  }
+
+  /** `sweep_done`: the server's rows replace the ones gathered from the blocks' `done` frames. */
+  finish(frame) {
+    if (!this.active) return;
+    const reason = frame.finish_reason ?? "stop";
+    this.el.dataset.state = "done";
+    this.el.dataset.finish = reason;
+    if (Array.isArray(frame.rows)) {
+      this.rows = new Map(frame.rows.map((row) => [row.block, row]));
+    }
+    const rows = [...this.rows.values()].filter((row) => rowRate(row) != null);
+    this.best = frame.best ?? rows.reduce((a, b) => (rowRate(b) > rowRate(a) ? b : a), rows[0])?.block ?? null;
+    if (typeof this.best === "object" && this.best !== null) this.best = this.best.block;
+    this.el.dataset.best = String(this.best ?? "");
+    if (reason === "error") this.addNote("error", `Error: ${frame.error?.message ?? "The sweep failed."}`);
+    if (reason === "cancelled") this.addNote("cancelled", "Stopped: the chart shows the blocks that finished.");
+    const row = this.rows.get(this.best);
+    this.setStatus(this.best != null && row
+      ? `Fastest: block ${this.best}${this.best === 1 ? " (drafter off)" : ""} at ${formatRate(rowRate(row))} tok/s`
+      : "No block finished");
+    this.dirty = true;
+    this.renderActions();
+  }
+
+  fail(code, message) {
+    if (this.el.dataset.state === "waiting") {
+      this.el.dataset.state = "failed";
+      this.setStatus("Not run");
+    }
+    this.addNote("error", `Error: ${message}`, code);
+  }
+
+  interrupt() {
+    this.el.dataset.state = "interrupted";
+    this.addNote("interrupted", "Interrupted: the connection dropped before the sweep finished.");
+    this.setStatus("Interrupted");
+  }
+
+  addNote(kind, text, code) {
+    this.notes.push({ kind, text, code });
+    schedule(this);
+  }
+
+  renderActions() {
+    if (this.best == null) return;
+    const use = element("button", "button small primary",
+      this.best === 1 ? "Turn the drafter off" : `Use block ${this.best}`);
+    use.type = "button";
+    use.setAttribute("aria-label", this.best === 1 ? "Turn the drafter off" : `Use draft block size ${this.best}`);
+    const status = element("span", "race-receipt-status");
+    status.setAttribute("role", "status");
+    use.addEventListener("click", () => {
+      if (this.onApply(this.best)) {
+        use.disabled = true;
+        status.textContent = "Applies from the next message.";
+      } else {
+        status.textContent = "Not connected; nothing was changed.";
+      }
+    });
+    this.actionsEl.replaceChildren(use, status);
+    this.actionsEl.hidden = false;
+  }
+
+  flush() {
+    this.statusEl.textContent = this.status;
+    if (this.dirty) {
+      this.dirty = false;
+      this.chartEl.replaceChildren(renderSweepChart([...this.rows.values()], this.blocks, this.best));
+    }
+    while (this.notes.length) {
+      const { kind, text, code } = this.notes.shift();
+      const note = element("p", `note note-${kind}`, text);
+      note.setAttribute("role", kind === "error" ? "alert" : "status");
+      if (code) note.title = code;
+      this.notesEl.append(note);
+    }
+  }
+
+  dispose() {}
+}

@@ -1,0 +1,302 @@
+"""The speculative demo in headless Chromium: races, replay, the acceptance strip, honest early numbers,
+the not-paying-off notice, the block-size sweep and the receipt card, against the server on the fake engine."""
+
+import json
+import re
+import struct
+
+import pytest
+import requests
+
+from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+
+pytestmark = pytest.mark.browser
+
+
+class Page:
+    """A tab on the fake server, with every frame the server sent it."""
+
+    def __init__(self, page, server):
+        self.page = page
+        self.server = server
+        self.frames: list[dict] = []
+
+    def of_type(self, kind: str) -> list[dict]:
+        return [f for f in self.frames if f.get("type") == kind]
+
+
+@pytest.fixture
+def tab(browser, fake_server):  # noqa: F811
+    context = browser.new_context(viewport={"width": 1300, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
+    tab = Page(page, fake_server)
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: tab.frames.append(json.loads(payload))))
+    tab.open = lambda: (page.goto(fake_server.url + "/"), page.wait_for_selector("#engine[data-state=ready]"))
+    yield tab
+    context.close()
+    assert errors == []
+
+
+def wait_for_frame(tab, kind: str, since: int, timeout_ms: int = 5000) -> dict:
+    """The first frame of `kind` after the first `since` frames, waiting for it to arrive."""
+    for _ in range(timeout_ms // 50):
+        found = [f for f in tab.frames[since:] if f.get("type") == kind]
+        if found:
+            return found[0]
+        tab.page.wait_for_timeout(50)
+    raise AssertionError(f"no {kind} frame arrived")
+
+
+def race(tab, text: str, runs: int):
+    page = tab.page
+    page.fill("#prompt", text)
+    page.select_option("#race-runs", str(runs))
+    page.get_by_role("button", name="Race drafter off vs on").click()
+    view = page.locator(".msg.race").last
+    view.wait_for()
+    return view
+
+
+def wait_race_done(tab, count: int = 1) -> dict:
+    tab.page.wait_for_function(
+        f"document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
+    return tab.of_type("race_done")[-1]
+
+
+def test_race_fills_both_lanes_and_sums_up(tab):
+    tab.server.engine.delay_s = 0.02
+    tab.open()
+    view = race(tab, "Convert 5 km to meters", 3)
+    # While it runs, Stop stands in for Send.
+    tab.page.wait_for_selector(".msg.race .race-lane[data-state=streaming]")
+    assert tab.page.locator("#stop").is_visible() and tab.page.locator("#send").is_hidden()
+    done = wait_race_done(tab)
+    assert done["finish_reason"] == "stop" and done["runs"] == 3
+
+    # Lane after lane, off before on in run 1, and the lanes' runs interleaved by the server.
+    starts = [(f["lane"], f["run"]) for f in tab.of_type("start") if f.get("id") == done["id"]]
+    assert starts == [("off", 0), ("on", 0), ("on", 1), ("off", 1), ("off", 2), ("on", 2)]
+    for lane in ("off", "on"):
+        box = view.locator(f".race-lane[data-lane={lane}]")
+        assert box.get_attribute("data-state") == "done"
+        assert "Here is an answer with code" in box.locator(".lane-answer").inner_text()
+        assert box.locator(".lane-answer strong").inner_text() == "an answer"  # Markdown, not raw text
+        assert re.fullmatch(r"\d+\.\d", box.locator(".lane-rate-value").inner_text())
+        assert "run 3 of 3" in box.locator(".lane-run").inner_text()
+    # Only the drafter-on lane verifies drafts.
+    assert view.locator(".race-lane[data-lane=off] .accept-strip").is_hidden()
+    assert int(view.locator(".race-lane[data-lane=on] .accept-strip").get_attribute("data-rounds")) > 0
+
+    verdict = view.locator(".race-verdict").inner_text()
+    assert verdict.startswith(f"{done['speedup']['median']:.2f}×")
+    assert f"{done['speedup']['min']:.2f}×–{done['speedup']['max']:.2f}×" in verdict and "median of 3 runs" in verdict
+    assert view.locator("tr[data-row=tok_s] td").nth(1).inner_text().startswith(f"{done['on']['tok_s']['median']:.1f}")
+    assert view.locator(".race-identical").get_attribute("data-identical") == "true"
+
+    # A past message races again from its own button, with the runs selector's count.
+    tab.page.select_option("#race-runs", "1")
+    tab.page.locator(".msg.user").first.hover()
+    tab.page.get_by_role("button", name="Re-race this prompt").first.click()
+    second = wait_race_done(tab, 2)
+    assert second["id"] != done["id"] and second["runs"] == 1
+    assert tab.page.locator(".msg.user .bubble").nth(1).inner_text() == "Convert 5 km to meters"
+
+
+def test_replay_plays_both_lanes_at_their_recorded_pace(tab):
+    tab.server.engine.delay_s = 0.03
+    tab.open()
+    view = race(tab, "hello", 1)
+    done = wait_race_done(tab)
+    final = {lane: view.locator(f".race-lane[data-lane={lane}] .lane-answer").text_content() for lane in ("off", "on")}
+    last_t = {lane: max(f["t_ms"] for f in tab.frames if f.get("id") == done["id"] and f.get("lane") == lane
+                        and f["type"] in ("thinking", "answer")) for lane in ("off", "on")}
+
+    # Sample both lanes' text length every frame while the replay runs.
+    tab.page.evaluate("""() => {
+      const lanes = ['off', 'on'].map((l) => document.querySelector(`.race-lane[data-lane=${l}] .lane-answer`));
+      const race = document.querySelector('.msg.race');
+      window.samples = [];
+      let t0 = null;
+      let after = 10; // frames sampled once the replay says it ended, for its last render
+      const sample = (now) => {
+        if (t0 === null && race.dataset.replaying === 'true') t0 = now;
+        if (t0 !== null) window.samples.push([now - t0, ...lanes.map((el) => el.textContent.length)]);
+        if (race.dataset.replaying === 'false') after -= 1;
+        if (after > 0) requestAnimationFrame(sample);
+      };
+      requestAnimationFrame(sample);
+    }""")
+    tab.page.get_by_role("button", name="Replay race").click()
+    assert view.get_attribute("data-replaying") == "true"
+    tab.page.wait_for_selector('.msg.race[data-replaying="false"]', timeout=30_000)
+    tab.page.wait_for_timeout(300)
+    samples = tab.page.evaluate("window.samples")
+
+    lengths = {lane: len(final[lane]) for lane in ("off", "on")}
+    assert all(lengths.values())
+    # Both lanes start over and grow: the text is shown partly, not all at once.
+    assert any(s[1] < lengths["off"] and s[2] < lengths["on"] for s in samples)
+    assert any(0 < s[1] < lengths["off"] for s in samples) and any(0 < s[2] < lengths["on"] for s in samples)
+    # Each lane completes no sooner than its recorded last delta, and the drafter-on lane (faster) first.
+    complete = {lane: next(s[0] for s in samples if s[i] >= lengths[lane]) for i, lane in ((1, "off"), (2, "on"))}
+    assert complete["off"] >= 0.9 * last_t["off"] and complete["on"] >= 0.9 * last_t["on"]
+    assert last_t["on"] < last_t["off"] and complete["on"] < complete["off"]
+    for lane in ("off", "on"):
+        assert view.locator(f".race-lane[data-lane={lane}] .lane-answer").text_content() == final[lane]
+        assert "done in" in view.locator(f".race-lane[data-lane={lane}] .lane-clock").inner_text()
+
+
+def test_acceptance_strip_and_measuring_until_16_tokens(tab):
+    tab.server.engine.delay_s = 0.08
+    tab.open()
+    tab.page.fill("#prompt", "hello")
+    tab.page.press("#prompt", "Enter")
+    reply = tab.page.locator(".msg.assistant").last
+    # Early on, speed and acceptance say "measuring…" rather than a number.
+    tab.page.wait_for_function(
+        "() => { const s = document.querySelector('.msg.assistant .stats[data-live=true]');"
+        " return s && /tok\\/s measuring…/.test(s.textContent) && /accepted measuring…/.test(s.textContent); }",
+        timeout=20_000)
+    live = [f["stats"] for f in tab.of_type("stats")]
+    assert live and live[-1]["tokens"] < 16
+    # From 16 tokens on, the live numbers are shown.
+    tab.page.wait_for_function(
+        "() => { const s = document.querySelector('.msg.assistant .stats[data-live=true] [data-stat=tok_s]');"
+        " return s && /^[\\d,.]+ tok\\/s$/.test(s.textContent); }", timeout=20_000)
+    assert tab.of_type("stats")[-1]["stats"]["tokens"] >= 16
+    tab.page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=30_000)
+
+    stats = tab.of_type("done")[-1]["stats"]
+    strip = reply.locator(".accept-strip")
+    assert strip.is_visible()
+    # One bar per verify round, as many accepted drafts as the stats count.
+    assert int(strip.get_attribute("data-rounds")) == stats["rounds"] > 0
+    assert int(strip.get_attribute("data-accepted")) == stats["accepted"] > 0
+    sent = [r for f in tab.frames if f.get("type") in ("thinking", "answer") for r in f.get("rounds", [])]
+    assert len(sent) == stats["rounds"]
+    painted = strip.locator("canvas").evaluate(
+        "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
+        " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }")
+    assert painted > 0
+    assert "measuring" not in reply.locator(".stats").inner_text()
+    assert re.search(r"\d+\.\d tok/s", reply.locator(".stats").inner_text())
+
+
+def test_tint_marks_drafted_text_without_touching_the_markdown(tab):
+    tab.open()
+    page = tab.page
+    if page.locator("#tint-drafted").is_hidden():
+        page.click("#settings-toggle")
+    assert not page.locator("#tint-drafted").is_checked()
+    page.check("#tint-drafted")
+    page.fill("#prompt", "hello")
+    page.press("#prompt", "Enter")
+    page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=30_000)
+    answer = page.locator(".msg.assistant .answer")
+    tinted = page.evaluate("""() => [...(CSS.highlights.get('drafted') ?? [])].map((s) => {
+      const r = document.createRange(); r.setStart(s.startContainer, s.startOffset); r.setEnd(s.endContainer, s.endOffset);
+      return r.toString(); })""")
+    drafted = "".join(
+        f["text"][a:b] for f in tab.of_type("answer") for a, b in f.get("draft_spans", []))
+    assert tinted and drafted
+    # What is tinted is drafted text, in the sanitized Markdown as rendered (bold and code block intact).
+    assert all(piece.strip() in drafted for piece in tinted if piece.strip())
+    assert answer.locator("strong").inner_text() == "an answer" and answer.locator(".code-block").count() == 1
+    assert answer.locator("mark, [style]").count() == 0
+    # The choice is this browser's and survives a reload; off removes the tint.
+    page.reload()
+    page.wait_for_selector("#engine[data-state=ready]")
+    assert page.locator("#tint-drafted").is_checked()
+    page.uncheck("#tint-drafted")
+    assert page.evaluate("CSS.highlights.has('drafted')") is False
+
+
+def test_slow_drafting_gets_a_notice_with_a_smaller_block(tab):
+    host = tab.server.host
+    host.baselines.put(host.engine.info(), 100_000.0, "calibration")  # no drafter can beat that
+    tab.open()
+    tab.page.fill("#prompt", "hello")
+    tab.page.press("#prompt", "Enter")
+    tab.page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=30_000)
+    note = tab.page.locator(".msg.assistant .note-slow-draft")
+    assert "Drafting is not paying off" in note.inner_text() and "100,000.0 tok/s without it" in note.inner_text()
+    block = tab.of_type("hello")[0]["settings"]["draft_block_size"]
+    seen = len(tab.frames)
+    note.get_by_role("button", name=f"Use block {block - 1}").click()
+    assert wait_for_frame(tab, "settings", seen)["values"]["draft_block_size"] == block - 1
+
+    # A reply that beats the baseline gets no notice.
+    host.baselines.put(host.engine.info(), 1.0, "calibration")
+    seen = len(tab.frames)
+    host.broadcast(host.engine_frame())
+    assert wait_for_frame(tab, "engine", seen)["baseline"]["tok_s"] == 1.0
+    tab.page.fill("#prompt", "again")
+    tab.page.press("#prompt", "Enter")
+    tab.page.wait_for_function("document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
+                               timeout=30_000)
+    assert tab.page.locator(".msg.assistant").nth(1).locator(".note-slow-draft").count() == 0
+
+
+def test_stop_ends_the_whole_race(tab):
+    tab.server.engine.delay_s = 0.05
+    tab.open()
+    view = race(tab, "hello", 5)
+    tab.page.wait_for_selector(".msg.race .race-lane[data-lane=off] .lane-answer:not(:empty), "
+                               ".msg.race .race-lane[data-lane=off] .lane-thinking:not(:empty)")
+    tab.page.click("#stop")
+    tab.page.wait_for_selector('.msg.race[data-finish="cancelled"]', timeout=20_000)
+    assert tab.of_type("race_done")[-1]["finish_reason"] == "cancelled"
+    assert "Stopped" in view.locator(".race-status").inner_text()
+    tab.page.fill("#prompt", "next")
+    assert tab.page.locator("#send").is_enabled() and tab.page.locator("#stop").is_hidden()
+
+
+def test_sweep_charts_every_block_and_sets_the_best(tab):
+    tab.open()
+    tab.page.fill("#prompt", "hello")
+    tab.page.get_by_role("button", name="Find the best block size").click()
+    tab.page.wait_for_selector('.msg.sweep[data-state="done"]', timeout=60_000)
+    done = tab.of_type("sweep_done")[-1]
+    chart = tab.page.locator(".msg.sweep svg.sweep-chart")
+    assert chart.locator("g.bar").count() == 6
+    heights = {int(g.get_attribute("data-block")): float(g.locator("rect").get_attribute("height"))
+               for g in chart.locator("g.bar").all()}
+    rates = {row["block"]: row["tok_s"]["median"] for row in done["rows"]}
+    # Taller bar, faster block: the chart's order is the measured order.
+    assert sorted(heights, key=heights.get) == sorted(rates, key=rates.get)
+    assert chart.locator("g.bar.best").get_attribute("data-block") == str(done["best"])
+    seen = len(tab.frames)
+    tab.page.get_by_role("button", name=re.compile(r"Use draft block size|Turn the drafter off")).click()
+    values = wait_for_frame(tab, "settings", seen)["values"]
+    if done["best"] == 1:
+        assert values["speculative"] is False
+    else:
+        assert values["draft_block_size"] == done["best"] and values["speculative"] is True
+
+
+def test_receipt_saves_a_png_card_and_links_the_server_receipt(tab, tmp_path):
+    tab.open()
+    view = race(tab, "Convert 5 km to meters", 1)
+    done = wait_race_done(tab)
+    with tab.page.expect_download() as download:
+        tab.page.get_by_role("button", name="Save receipt").click()
+    path = tmp_path / "card.png"
+    download.value.save_as(path)
+    assert download.value.suggested_filename == f"specchat-race-{done['id']}.png"
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", data[16:24])
+    assert 800 <= width <= 4096 and 400 <= height <= 4096 and 1.5 < width / height < 2.0
+    # The card was drawn from the server's receipt, not from this page's fallback numbers.
+    assert view.locator(".race-receipt-status").inner_text() == "Saved the receipt card."
+    for name, kind in (("Open receipt as Markdown", "markdown"), ("Download receipt as JSON", "json")):
+        href = view.get_by_role("link", name=name).get_attribute("href")
+        answer = requests.get(tab.server.url + href, timeout=10)
+        assert answer.status_code == 200
+        if kind == "json":
+            assert answer.json()["receipt"]["id"] == done["id"]
+        else:
+            assert done["id"] in answer.text
