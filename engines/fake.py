@@ -1,8 +1,10 @@
 """A scripted engine with the real engine's contract, shared by unit, websocket and browser tests.
 
 It thinks for up to ``reasoning_budget`` words, answers with a fixed Markdown
-text, honours cancel between tokens, refuses a second concurrent stream, and
-can be told to fail mid-stream.
+text, honours cancel between forward passes, refuses a second concurrent
+stream, and can be told to fail mid-stream. Each forward pass (one plain token,
+or one verify round with the drafter on) takes ``delay_s``; verify rounds keep
+drafts by a fixed pattern, so drafting is faster by the tokens a round yields.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .stats import StatsMeter
 
 THINKING = "Let me think about this step by step . The user wants a reply . "
 ANSWER = "Here is **an answer** with code:\n\n```python\nprint('hello')\n```\n\nDone."
+KEPT = (3, 3, 1, 3, 0, 2, 3, 1)  # drafts kept in successive verify rounds (at most the block's drafts)
 
 
 class FakeEngine(Engine):
@@ -54,23 +57,32 @@ class FakeEngine(Engine):
             opts, meter = turn.options, StatsMeter()
             meter.prompt_tokens = sum(len(m.content.split()) for m in turn.messages)
             meter.cached_tokens = self._seen.get(turn.conversation_id, 0)
-            if opts.speculative:
-                meter.drafted = meter.accepted = 0
+            drafts = opts.draft_block_size - 1 if opts.speculative else 0
+            rounds: list[tuple[int, int]] | None = [] if drafts else None
+            if rounds is not None:
+                meter.record_rounds(rounds)
             script = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
             script += [(False, w + " ") for w in ANSWER.split(" ")][: opts.max_tokens]
             finish = "stop" if len(ANSWER.split(" ")) <= opts.max_tokens else "length"
-            for n, (thinking, text) in enumerate(script):
+            n = 0
+            while n < len(script):
                 if turn.cancel.is_set():
                     finish = "cancelled"
                     break
-                if self.fail_after is not None and n >= self.fail_after:
-                    raise EngineError("The fake engine failed on purpose.", code="generation_failed")
                 time.sleep(self.delay_s)
-                meter.token(thinking)
-                if opts.speculative:
-                    meter.drafted += opts.draft_block_size - 1
-                    meter.accepted += 1
-                yield Thinking(text) if thinking else Answer(text)
+                # One forward pass: a plain token, or a verify round's kept drafts plus the verifier's token.
+                kept = min(KEPT[len(rounds) % len(KEPT)], drafts, len(script) - n - 1) if drafts else 0
+                if rounds is not None:
+                    rounds.append((kept, drafts))
+                    meter.record_rounds(rounds)
+                for i, (thinking, text) in enumerate(script[n: n + kept + 1]):
+                    if self.fail_after is not None and n >= self.fail_after:
+                        raise EngineError("The fake engine failed on purpose.", code="generation_failed")
+                    meter.token(thinking)
+                    n += 1
+                    delta = Thinking if thinking else Answer
+                    yield delta(text, rounds=(kept,) if rounds is not None and i == kept else (),
+                                draft_spans=((0, len(text)),) if i < kept else ())
                 if meter.live_due():
                     yield Stats(meter.snapshot())
             self._seen[turn.conversation_id] = meter.prompt_tokens + meter.tokens

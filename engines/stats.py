@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 LIVE_INTERVAL_S = 0.1
+ROUND_KEYS = ("rounds", "mean_accepted", "accepted_hist")
 
 
 def acceptance_by_depth(rounds: list[tuple[float, int]]) -> list[float | None]:
@@ -26,12 +27,27 @@ def round_stats(rounds: list[tuple[int, int]] | None) -> dict:
     """``rounds`` (verify rounds), ``mean_accepted`` (drafts kept per round) and
     ``accepted_hist`` (rounds that kept 0, 1, …, most-drafted drafts); null without rounds."""
     if rounds is None:
-        return {"rounds": None, "mean_accepted": None, "accepted_hist": None}
+        return dict.fromkeys(ROUND_KEYS)
     hist = [0] * (max((d for _, d in rounds), default=0) + 1)
     for accepted, _ in rounds:
         hist[accepted] += 1
     mean = round(sum(a for a, _ in rounds) / len(rounds), 3) if rounds else None
     return {"rounds": len(rounds), "mean_accepted": mean, "accepted_hist": hist}
+
+
+def rounds_from_depths(verify_calls: int, accepted_by_depth: list[int]) -> dict:
+    """``round_stats``' keys from a server's totals: round count and drafts kept at each depth.
+
+    Drafts are kept as a prefix, so ``accepted_by_depth[k]`` rounds kept more
+    than k drafts and each histogram bar is the difference of two neighbours.
+    Null when the totals do not fit that (an inconsistent or partial report).
+    """
+    kept_more_than = [verify_calls, *accepted_by_depth, 0]
+    hist = [kept_more_than[k] - kept_more_than[k + 1] for k in range(len(kept_more_than) - 1)]
+    if verify_calls <= 0 or min(hist) < 0:
+        return round_stats(None)
+    mean = round(sum(accepted_by_depth) / verify_calls, 3)
+    return {"rounds": verify_calls, "mean_accepted": mean, "accepted_hist": hist}
 
 
 class StatsMeter:

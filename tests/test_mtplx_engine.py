@@ -95,6 +95,8 @@ def test_reply_with_sessions_drafting_effort_and_stats(started):
     assert (stats["drafted"], stats["accepted"]) == (28, 13)
     assert stats["acceptance"] == round(13 / 28, 4)
     assert stats["acceptance_by_depth"] == [round(9 / 14, 4), round(4 / 14, 4)]
+    # 14 verify rounds: 9 kept a first draft, 4 of them a second too.
+    assert (stats["rounds"], stats["mean_accepted"], stats["accepted_hist"]) == (14, round(13 / 14, 3), [5, 5, 4])
     second, _ = run(engine, turn(options=OPTIONS, conversation=conversation))
     assert second.stats["cached_tokens"] == stats["prompt_tokens"] + stats["tokens"]
 
@@ -105,6 +107,7 @@ def test_live_stats_come_from_progress_frames(started):
     _, events = run(engine, turn(options=OPTIONS))
     live = [e.values for e in events if isinstance(e, Stats)]
     assert live and all(v["acceptance_by_depth"] and v["tok_s"] == 42.0 for v in live)
+    assert all(v["rounds"] and sum(v["accepted_hist"]) == v["rounds"] for v in live)
     assert all(v["tokens"] == v["thinking_tokens"] + v["answer_tokens"] for v in live)
 
 
@@ -115,6 +118,7 @@ def test_drafting_off_and_depth_clamped(started):
     assert body["generation_mode"] == "ar" and "depth" not in body
     assert done.stats["drafted"] is None and done.stats["acceptance"] is None
     assert done.stats["acceptance_by_depth"] is None
+    assert (done.stats["rounds"], done.stats["mean_accepted"], done.stats["accepted_hist"]) == (None, None, None)
     run(engine, turn(options=OPTIONS.updated({"draft_block_size": 9})))
     assert last_request(engine)["body"]["depth"] == 3
 

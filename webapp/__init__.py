@@ -20,7 +20,9 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     answers to); without it no Origin/Host check is made, as in unit tests.
     """
     from . import api, pages, security
+    from .baseline import Baselines
     from .host import EngineHost
+    from .receipts import Receipts
     from .settings import SettingsStore
     from .ws import sock
 
@@ -34,7 +36,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": 16 << 20}
     app.config.update(config or {})
     security.init_app(app)
-    EngineHost(engine, SettingsStore(Path(data_dir) if data_dir else None), spec, engine_factory).init_app(app)
+    data = Path(data_dir) if data_dir else None
+    EngineHost(engine, SettingsStore(data), spec, engine_factory, Receipts(data), Baselines(data)).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     sock.init_app(app)

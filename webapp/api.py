@@ -1,12 +1,16 @@
-"""REST: health, settings, cache reset."""
+"""REST: health, settings, cache reset, engine switch, race receipts, the drafter-off baseline."""
 
 from __future__ import annotations
 
-from flask import Blueprint, current_app, jsonify, request
+import re
+
+from flask import Blueprint, Response, current_app, jsonify, request
 
 from engines import EngineError
 
 from .errors import ClientError, error_body
+from .protocol import CONTEST_ID
+from .receipts import markdown
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
@@ -56,3 +60,28 @@ def reset_cache():
     except EngineError as exc:
         raise ClientError(exc.code, exc.message, status=409) from None
     return jsonify({"ok": True, "freed": freed})
+
+
+@bp.get("/receipts/<id>")
+def receipt(id: str):
+    found = _host().receipts.get(id) if re.fullmatch(CONTEST_ID, id) else None
+    if found is None:
+        raise ClientError("unknown_receipt", f"No race with id {id!r} has a receipt: race first, then use the id "
+                          "from its race_done frame.", status=404)
+    kind = request.args.get("format", "json")
+    if kind == "json":
+        return jsonify({"ok": True, "receipt": found})
+    if kind == "markdown":
+        return Response(markdown(found), mimetype="text/markdown")
+    raise ClientError("bad_format", f"Unknown receipt format {kind!r}: use format=json or format=markdown.")
+
+
+@bp.get("/baseline")
+def baseline():
+    host = _host()
+    return jsonify({"ok": True, "baseline": host.baselines.get(host.engine.info())})
+
+
+@bp.post("/calibrate")
+def calibrate():
+    return jsonify({"ok": True, "baseline": _host().calibrate()})

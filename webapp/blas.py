@@ -46,8 +46,8 @@ def ensure_fast_blas(choice: str | None, argv: list[str], module: str = "webapp"
     os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
 
 
-def blas_in_use() -> str:
-    """Which BLAS this process mapped, for the start-up log."""
+def blas_library() -> str:
+    """Which BLAS this process mapped, in a few words (for receipts and the start-up log)."""
     try:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
@@ -57,6 +57,15 @@ def blas_in_use() -> str:
                    if "blas" in line.lower() and "/" in line and "numpy.libs" not in line})
     fast = [lib for lib in libs if "openblas" in lib.lower()]
     if fast:
-        return f"OpenBLAS ({fast[0]}); set {ENV}=bundled or pass --blas bundled to turn it off"
-    return (f"the mlx wheel's bundled reference BLAS ({', '.join(libs) or 'none mapped yet'}); "
-            "install OpenBLAS (Debian/Ubuntu: libopenblas0-pthread) for a faster CPU")
+        return f"OpenBLAS ({fast[0]})"
+    return f"the mlx wheel's bundled reference BLAS ({', '.join(libs) or 'none mapped yet'})"
+
+
+def blas_in_use() -> str:
+    """``blas_library`` with what to do about it, for the start-up log."""
+    library = blas_library()
+    if library.startswith("OpenBLAS"):
+        return f"{library}; set {ENV}=bundled or pass --blas bundled to turn it off"
+    if library.startswith("the mlx wheel"):
+        return f"{library}; install OpenBLAS (Debian/Ubuntu: libopenblas0-pthread) for a faster CPU"
+    return library

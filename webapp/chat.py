@@ -12,6 +12,7 @@ from engines import EngineError, Message, Turn
 from . import protocol
 from .errors import ClientError, error_frame
 from .host import EngineHost
+from .race import start_race, start_sweep
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +48,7 @@ class ChatSession:
             "spec": engine["spec"],
             "choices": engine["choices"],
             "deep_reset": engine["deep_reset"],
+            "baseline": engine["baseline"],
             "settings": self._host.settings.current.model_dump(),
             "conversation": self.conversation.id,
             "resumed": self._resumed,
@@ -61,8 +63,10 @@ class ChatSession:
 
     def _on_chat(self, frame: protocol.ChatFrame) -> None:
         conversation = self.conversation
-        if conversation.turn is not None:
+        if conversation.job is not None:
             raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then send again.")
+        if self._host.exclusive.locked():
+            raise ClientError("busy", "A race or calibration is running: wait for it to finish, then send again.")
         turn = Turn(
             id=frame.id,
             conversation_id=conversation.id,
@@ -75,11 +79,17 @@ class ChatSession:
             raise ClientError(exc.code, exc.message) from None
         conversation.start(turn, events)
 
+    def _on_race(self, frame: protocol.RaceFrame) -> None:
+        start_race(self._host, self.conversation, frame)
+
+    def _on_sweep(self, frame: protocol.SweepFrame) -> None:
+        start_sweep(self._host, self.conversation, frame)
+
     def _on_stop(self, frame: protocol.StopFrame) -> None:
-        turn = self.conversation.turn
-        if turn is None or turn.id != frame.id:
-            raise ClientError("unknown_id", f"No reply with id {frame.id!r} is streaming: nothing to stop.")
-        turn.cancel.set()
+        job = self.conversation.job
+        if job is None or job.id != frame.id:
+            raise ClientError("unknown_id", f"No reply or race with id {frame.id!r} is streaming: nothing to stop.")
+        job.cancel.set()
 
     def _on_settings(self, frame: protocol.SettingsFrame) -> None:
         self._host.update_settings(frame.values)

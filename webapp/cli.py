@@ -1,4 +1,7 @@
-"""``specchat`` / ``python -m webapp``: check the arguments, open the port, load, serve."""
+"""``specchat`` / ``python -m webapp``: check the arguments, open the port, load, serve.
+
+``specchat bench …`` measures decode speed from a terminal instead (see bench.py).
+"""
 
 from __future__ import annotations
 
@@ -59,6 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:
+        from .bench import main as bench
+
+        return bench(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = (args.data_dir or default_data_dir()).expanduser()

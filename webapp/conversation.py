@@ -1,4 +1,4 @@
-"""A chat's history and its reply in flight, kept when the tab's socket drops.
+"""A chat's history and its reply (or race) in flight, kept when the tab's socket drops.
 
 A reply goes on while its tab reconnects; the reconnected tab is sent the
 reply's frames so far (its "backlog") and then the rest live, so an answer is
@@ -12,24 +12,34 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Protocol
 
-from engines import Answer, Done, Engine, Message, Stats, Thinking, Turn, guarded
+from engines import Answer, Done, Engine, Message, Thinking, Turn, guarded
 
-REPLY_FRAMES = ("start", "thinking", "answer", "stats", "done")
+from .frames import reply_frame
+
+REPLY_FRAMES = ("start", "thinking", "answer", "stats", "done", "race_done", "sweep_done")
 KEEP_DETACHED_S = 15 * 60
 MAX_CONVERSATIONS = 32
 REATTACH_WAIT_S = 2.0
+
+
+class Job(Protocol):
+    """What streams in a conversation: a reply (a ``Turn``) or a race; ``cancel`` stops it."""
+
+    id: str
+    cancel: threading.Event
 
 
 class Conversation:
     def __init__(self) -> None:
         self.id = uuid.uuid4().hex
         self.messages: list[Message] = []
-        self.turn: Turn | None = None
+        self.job: Job | None = None
         self._pump: threading.Thread | None = None
         self._lock = threading.Lock()
         self._sink: Callable[[dict], None] | None = None
-        self._backlog: list[dict] = []  # the latest reply's frames, for a tab that reattaches
+        self._backlog: list[dict] = []  # the latest job's frames, for a tab that reattaches
         self.detached_at: float | None = time.monotonic()
 
     @property
@@ -37,7 +47,7 @@ class Conversation:
         return self._sink is not None
 
     def attach(self, sink: Callable[[dict], None], greeting: dict) -> None:
-        """Send ``greeting`` then the latest reply so far; later frames follow live, in order."""
+        """Send ``greeting`` then the latest job's frames so far; later frames follow live, in order."""
         with self._lock:
             self._sink, self.detached_at = sink, None
             sink(greeting)
@@ -51,8 +61,6 @@ class Conversation:
 
     def emit(self, frame: dict) -> None:
         with self._lock:
-            if frame["type"] == "start":
-                self._backlog = []
             if frame["type"] == "stats" and self._backlog and self._backlog[-1]["type"] == "stats":
                 self._backlog[-1] = frame  # only the latest numbers matter on replay
             elif frame["type"] in REPLY_FRAMES:
@@ -61,40 +69,47 @@ class Conversation:
                 self._sink(frame)
 
     def start(self, turn: Turn, events) -> None:
-        self.messages.append(turn.messages[-1])
-        self.turn = turn
-        self.emit({"type": "start", "id": turn.id})
-        self._pump = threading.Thread(target=self._forward, args=(turn, events), name=f"reply-{turn.id}",
-                                      daemon=True)
+        """Stream a reply to ``turn``, whose last message is the user's."""
+        self.begin(turn, turn.messages[-1], lambda: self._forward(turn, events))
+
+    def begin(self, job: Job, said: Message, work: Callable[[], tuple[Message, dict]]) -> None:
+        """Run ``work`` on its own thread; it emits its frames as it goes and returns the reply for the
+        history and its last frame, which is sent once the conversation is free for the next message."""
+        with self._lock:
+            self._backlog = []
+        self.messages.append(said)
+        self.job = job
+        self._pump = threading.Thread(target=self._run, args=(job, work), name=f"reply-{job.id}", daemon=True)
         self._pump.start()
 
-    def _forward(self, turn: Turn, events) -> None:
-        """Send the reply's events; record what was said, whatever way it ends."""
-        said = {"thinking": [], "answer": []}
-        done = None
+    def _run(self, job: Job, work: Callable[[], tuple[Message, dict]]) -> None:
+        reply, last = Message("assistant", ""), None
         try:
-            for event in guarded(events):
-                if isinstance(event, (Thinking, Answer)):
-                    kind = "thinking" if isinstance(event, Thinking) else "answer"
-                    said[kind].append(event.text)
-                    self.emit({"type": kind, "id": turn.id, "text": event.text})
-                elif isinstance(event, Stats):
-                    self.emit({"type": "stats", "id": turn.id, "stats": event.values})
-                elif isinstance(event, Done):
-                    done = event
+            reply, last = work()
         finally:
-            turn.cancel.set()
-            self.messages.append(Message("assistant", "".join(said["answer"]), "".join(said["thinking"])))
-            self.turn = None
-            frame = {"type": "done", "id": turn.id, "finish_reason": done.finish_reason, "stats": done.stats}
-            if done.error_code:
-                frame["error"] = {"code": done.error_code, "message": done.error_message}
-            self.emit(frame)
+            job.cancel.set()
+            self.messages.append(reply)
+            self.job = None
+            if last is not None:
+                self.emit(last)
+
+    def _forward(self, turn: Turn, events) -> tuple[Message, dict]:
+        """Send the reply's events; what was said is recorded whatever way it ends."""
+        said = {Thinking: [], Answer: []}
+        tag = {"id": turn.id}
+        self.emit({"type": "start", **tag})
+        for event in guarded(events):
+            if isinstance(event, (Thinking, Answer)):
+                said[type(event)].append(event.text)
+            if not isinstance(event, Done):
+                self.emit(reply_frame(event, tag))
+        # guarded() ends with exactly one Done: the last event.
+        return Message("assistant", "".join(said[Answer]), "".join(said[Thinking])), reply_frame(event, tag)
 
     def cancel(self, wait: bool = False) -> None:
-        turn, pump = self.turn, self._pump
-        if turn is not None:
-            turn.cancel.set()
+        job, pump = self.job, self._pump
+        if job is not None:
+            job.cancel.set()
         if wait and pump is not None:
             pump.join(timeout=10)
 

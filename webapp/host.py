@@ -12,8 +12,10 @@ from pydantic import ValidationError
 from engines import Engine, EngineError, EngineInfo
 from engines.registry import NAMES, EngineSpec
 
+from .baseline import Baselines, calibrate
 from .conversation import Conversations
 from .errors import ClientError, describe_validation
+from .receipts import Receipts
 from .settings import SettingsStore
 
 if TYPE_CHECKING:
@@ -29,10 +31,16 @@ class EngineHost:
         settings: SettingsStore,
         spec: EngineSpec | None = None,
         factory: Callable[[EngineSpec], Engine] | None = None,
+        receipts: Receipts | None = None,
+        baselines: Baselines | None = None,
     ):
         self.engine = engine
         self.spec = spec or EngineSpec(name=engine.name if engine.name in NAMES else "fake")
         self.settings = settings
+        self.receipts = receipts or Receipts(None)
+        self.baselines = baselines or Baselines(None)
+        # Held by a race, sweep or calibration from start to end: no other tab's reply runs between its lanes.
+        self.exclusive = threading.Lock()
         self._factory = factory
         self._sessions: set[ChatSession] = set()
         self.conversations = Conversations(lambda: self.engine)
@@ -47,9 +55,29 @@ class EngineHost:
         engine.on_change(lambda info: engine is self.engine and self._engine_changed(info))
 
     def engine_frame(self) -> dict:
-        return {"type": "engine", "engine": self.engine.info().to_dict(), "spec": self.spec.public(),
+        info = self.engine.info()
+        return {"type": "engine", "engine": info.to_dict(), "spec": self.spec.public(),
                 "choices": list(NAMES) if self._factory else [self.spec.name],
-                "deep_reset": self.engine.supports_deep_reset}
+                "deep_reset": self.engine.supports_deep_reset, "baseline": self.baselines.get(info)}
+
+    def calibrate(self) -> dict:
+        """Measure and store the drafter-off rate with a short reply while the engine is idle."""
+        if not self.exclusive.acquire(blocking=False):
+            raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.", 409)
+        try:
+            try:
+                result = calibrate(self.engine, self.settings.current)
+            except EngineError as exc:
+                raise ClientError(exc.code, exc.message, 409) from None
+        finally:
+            self.exclusive.release()
+        if result.error:
+            raise ClientError(result.error["code"], f"Calibration failed: {result.error['message']}", 409)
+        if result.stats.get("tok_s") is None:
+            raise ClientError("too_short", "The calibration reply was too short to time: try again.", 409)
+        baseline = self.baselines.put(self.engine.info(), result.stats["tok_s"], "calibration")
+        self.broadcast(self.engine_frame())
+        return baseline
 
     def start_loading(self) -> threading.Thread:
         """Load in the background: the port is open and the UI shows progress meanwhile."""

@@ -5,12 +5,14 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from .errors import ClientError, describe_validation
 
 PROTOCOL = 1
 MAX_FRAME_BYTES = 1 << 20
+CONTEST_ID = r"^[A-Za-z0-9_-]+$"  # a race's id names its receipt file
+Block = Annotated[int, Field(ge=1, le=16)]
 
 
 class _Frame(BaseModel):
@@ -47,12 +49,37 @@ class NewChatFrame(_Frame):
     type: Literal["new_chat"]
 
 
+class _ContestFrame(_Frame):
+    id: str = Field(min_length=1, max_length=200, pattern=CONTEST_ID)
+    text: str = Field(min_length=1)
+    runs: int = Field(1, ge=1, le=9)
+    greedy: bool = True  # temperature 0 for every lane; false samples with the current settings
+
+
+class RaceFrame(_ContestFrame):
+    type: Literal["race"]
+    parent: str | None = Field(None, min_length=1, max_length=200)
+
+
+class SweepFrame(_ContestFrame):
+    type: Literal["sweep"]
+    blocks: list[Block] = Field(default_factory=lambda: [1, 2, 3, 4, 5, 6], min_length=1, max_length=16)
+
+    @field_validator("blocks")
+    @classmethod
+    def _distinct(cls, blocks: list[int]) -> list[int]:
+        if len(set(blocks)) != len(blocks):
+            raise ValueError("list each block size once")
+        return blocks
+
+
 ClientFrame = Annotated[
-    Union[ChatFrame, StopFrame, SettingsFrame, SwitchEngineFrame, ResetCacheFrame, NewChatFrame],
+    Union[ChatFrame, StopFrame, SettingsFrame, SwitchEngineFrame, ResetCacheFrame, NewChatFrame, RaceFrame,
+          SweepFrame],
     Field(discriminator="type"),
 ]
 _adapter = TypeAdapter(ClientFrame)
-TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat")
+TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat", "race", "sweep")
 
 
 def parse(raw: str | bytes) -> ClientFrame:

@@ -18,6 +18,7 @@ from ..base import EngineInfo, Turn
 from ..errors import EngineBusy, EngineError
 from ..openai_compat import DEFAULT_STALL_S, OpenAICompatEngine, ReplyReader, as_float, as_int
 from ..options import GenerationOptions
+from ..stats import ROUND_KEYS, rounds_from_depths
 from .supervisor import MtplxSupervisor
 
 log = logging.getLogger(__name__)
@@ -77,11 +78,15 @@ class MtplxReader(ReplyReader):
         speed = as_float(progress.get("phase_tok_s")) or as_float(progress.get("decode_tok_s"))
         if speed:
             self.reported["tok_s"] = round(speed, 1)
-        self._read_depths(progress.get("accepted_by_depth"), progress.get("drafted_by_depth"))
+        self._read_depths(progress.get("accepted_by_depth"), progress.get("drafted_by_depth"),
+                          progress.get("verify_calls"))
 
-    def _read_depths(self, accepted, drafted) -> None:
+    def _read_depths(self, accepted, drafted, verify_calls) -> None:
         if not (isinstance(accepted, list) and isinstance(drafted, list)) or not drafted:
             return
+        calls = as_int(verify_calls)
+        if calls is not None and all(isinstance(a, int) for a in accepted):
+            self.reported.update(rounds_from_depths(calls, accepted))
         self.reported["drafted"] = sum(d for d in drafted if isinstance(d, int))
         self.reported["accepted"] = sum(a for a in accepted if isinstance(a, int))
         self.reported["acceptance_by_depth"] = [
@@ -101,10 +106,10 @@ class MtplxReader(ReplyReader):
             if as_int(stats.get(source)) is not None:
                 self.reported[key] = as_int(stats[source])
         if stats.get("generation_mode") == "ar":
-            for key in ("drafted", "accepted", "acceptance_by_depth"):
+            for key in ("drafted", "accepted", "acceptance_by_depth", *ROUND_KEYS):
                 self.reported.pop(key, None)
         else:
-            self._read_depths(stats.get("accepted_by_depth"), stats.get("drafted_by_depth"))
+            self._read_depths(stats.get("accepted_by_depth"), stats.get("drafted_by_depth"), stats.get("verify_calls"))
 
     def snapshot(self) -> dict:
         stats = super().snapshot()

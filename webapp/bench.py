@@ -1,0 +1,201 @@
+"""``specchat bench``: a race's numbers from a terminal, through the app's own engine and lanes.
+
+Each run does every draft block once per prompt, the order turned by one block
+each run; block 1 is the drafter off, the baseline for speed-up and identity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import orjson
+from pydantic import ValidationError
+
+from .errors import describe_validation
+
+DEFAULT_PROMPT = "What is 4821 + 3977?"
+BAR_WIDTH = 24
+
+
+class BadArguments(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage dump
+        raise BadArguments(message)
+
+
+def blocks(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of block sizes, e.g. 1,2,3,4")
+    if any(not 1 <= v <= 16 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r}: block sizes are 1 to 16, each listed once")
+    if 1 not in values:
+        raise argparse.ArgumentTypeError(f"{text!r} lacks block 1 (drafter off), the baseline for speed-up")
+    return values
+
+
+def runs(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 99:
+        raise argparse.ArgumentTypeError(f"{text!r}: use 1 to 99 runs")
+    return int(text)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = _Parser(prog="specchat bench", description="Decode speed with the drafter off and at each draft "
+                     "block, interleaved, through the app's engine. Prints a table; --json writes it.")
+    parser.add_argument("--engine", choices=["mlx", "mtplx", "openai", "fake"], default="mlx")
+    parser.add_argument("--model", help="model folder or hub id (default: the bundled demo model)")
+    parser.add_argument("--drafter", help="drafter folder or hub id, or 'none' (default: the model's MTP head)")
+    parser.add_argument("--base-url", help="mtplx or openai engines: the server's address")
+    parser.add_argument("--prompt", action="append", default=[], help="a prompt (repeat for more)")
+    parser.add_argument("--prompts", type=Path, help="a file of prompts, one per line")
+    parser.add_argument("--blocks", type=blocks, default=[1, 2, 3, 4], help="draft blocks to run (default 1,2,3,4)")
+    parser.add_argument("--runs", type=runs, default=5, help="runs of every block and prompt (default 5)")
+    parser.add_argument("--max-tokens", type=int, default=256, help="most answer tokens per reply (default 256)")
+    parser.add_argument("--budget", type=int, default=512, help="most thinking tokens per reply; 0 turns thinking "
+                        "off (default 512, as the app)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
+    parser.add_argument("--top-p", type=float, default=1.0)
+    parser.add_argument("--system-prompt", help="default: the app's")
+    parser.add_argument("--json", type=Path, dest="json_out", help="also write the results here as JSON")
+    parser.add_argument("--blas", default=None, help="Linux CPU: auto, bundled or a library path, as for specchat")
+    args = parser.parse_args(argv)
+    if args.json_out is not None and not args.json_out.expanduser().resolve().parent.is_dir():
+        parser.error(f"--json {args.json_out}: its folder does not exist")
+    if args.drafter == "none" and max(args.blocks) > 1:
+        parser.error("--drafter none can only run block 1: pass --blocks 1 or choose a drafter")
+    if args.engine == "openai" and not args.base_url:
+        parser.error("--engine openai needs --base-url, the server's /v1 URL")
+    if args.prompts is not None:
+        try:
+            args.prompt += [line.strip() for line in args.prompts.read_text().splitlines() if line.strip()]
+        except (OSError, UnicodeDecodeError) as exc:
+            parser.error(f"cannot read --prompts {args.prompts}: {exc}")
+    args.prompt = args.prompt or [DEFAULT_PROMPT]
+    return args
+
+
+def options_for(args: argparse.Namespace):
+    from engines import GenerationOptions
+
+    values = {"max_tokens": args.max_tokens, "reasoning_budget": args.budget, "temperature": args.temperature,
+              "top_p": args.top_p}
+    if args.system_prompt is not None:
+        values["system_prompt"] = args.system_prompt
+    try:
+        return GenerationOptions().updated(values)
+    except ValidationError as exc:
+        raise BadArguments(describe_validation(exc)) from None
+
+
+class Progress:
+    """A bar on stderr, redrawn as each lane starts and ends."""
+
+    def __init__(self, total: int, runs: int, prompts: int):
+        self.total, self.runs, self.prompts, self.done = total, runs, prompts, 0
+
+    def frame(self, frame: dict) -> None:
+        if frame["type"] not in ("start", "done"):
+            return
+        self.done += frame["type"] == "done"
+        filled = BAR_WIDTH * self.done // self.total
+        where = f"block {frame['block']} · run {frame['run'] + 1}/{self.runs}"
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total} {where}  ")
+        if self.done == self.total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()
+
+
+def _spread(s: dict | None, unit: str = "") -> str:
+    return "-" if s is None else f"{s['median']}{unit} ({s['min']}-{s['max']})"
+
+
+def table(rows: list[dict]) -> str:
+    header = ("block", "tok/s median (min-max)", "speed-up vs block 1", "acceptance", "mean accepted", "identical")
+    lines = [header]
+    for row in rows:
+        speedup = row["speedup_range"] and {"median": row["speedup"], **row["speedup_range"]}
+        lines.append((
+            str(row["block"]), _spread(row["tok_s"]), _spread(speedup, "x"),
+            "-" if row["acceptance"] is None else f"{row['acceptance']:.1%}",
+            "-" if row["mean_accepted"] is None else f"{row['mean_accepted']:.2f}",
+            {True: "yes", False: "NO", None: "-"}[row["identical"]],
+        ))
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in lines)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args = parse_args(argv)
+        options = options_for(args)
+    except BadArguments as exc:
+        print(f"specchat bench: {exc}", file=sys.stderr)
+        return 2
+    from .blas import ensure_fast_blas
+
+    ensure_fast_blas(args.blas, ["bench", *argv])
+    return run(args, options)
+
+
+def run(args: argparse.Namespace, options) -> int:
+    from engines import EngineError, Message
+    from engines.registry import EngineSpec, create_engine
+
+    from .lanes import LaneReply, Relay, WarmUp, block_lane, run_lanes, schedule, tally
+    from .machine import machine, versions
+
+    spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
+                      api_key=os.environ.get("SPECCHAT_API_KEY"))
+    try:
+        engine = create_engine(spec)
+    except EngineError as exc:
+        print(f"specchat bench: {exc.message}", file=sys.stderr)
+        return 2
+    cancel = Relay()
+    try:
+        engine.load(options)
+        info = engine.info()
+        if info.state != "ready":
+            print(f"specchat bench: the engine did not load: {info.message}", file=sys.stderr)
+            return 1
+        if info.drafter is None and max(args.blocks) > 1:
+            print(f"specchat bench: {info.model} has no drafter: pass --drafter, or --blocks 1", file=sys.stderr)
+            return 2
+        lanes = [block_lane(block, options) for block in args.blocks]
+        order = schedule(lanes, args.runs, len(args.prompt))
+        replies = [WarmUp(engine, "bench", lanes[0], 0, prompt, [Message("user", text)])
+                   for prompt, text in enumerate(args.prompt)]
+        replies += [LaneReply(engine, "bench", lane, run, prompt, [Message("user", args.prompt[prompt])])
+                    for run, prompt, lane in order]
+        results = run_lanes(replies, cancel, Progress(len(order), args.runs, len(args.prompt)).frame)
+    except KeyboardInterrupt:
+        cancel.set()
+        print("\nspecchat bench: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        engine.unload()
+    failed = next((r for r in results if r.error), None)
+    if failed is not None:
+        print(f"\nspecchat bench: block {failed.lane.key}, run {failed.run + 1} failed: {failed.error['message']}",
+              file=sys.stderr)
+        return 1
+    baseline = next(lane for lane in lanes if lane.key == 1)
+    rows = [tally(results, lane, baseline).row() for lane in lanes]
+    print(f"{info.name} · {info.model} · drafter {info.drafter or 'none'} · {args.runs} runs × "
+          f"{len(args.prompt)} prompt(s) · max {options.max_tokens} tokens · budget {options.reasoning_budget}")
+    print(table(rows))
+    if args.json_out is not None:
+        report = {"machine": machine(), "versions": versions(), "engine": info.name, "model": info.model,
+                  "drafter": info.drafter, "runs": args.runs, "prompts": args.prompt,
+                  "options": {k: getattr(options, k) for k in ("max_tokens", "reasoning_budget", "temperature", "top_p")},
+                  "rows": rows}
+        args.json_out.expanduser().write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+    return 0

@@ -1,0 +1,133 @@
+"""Races (drafter off against on) and block sweeps in a tab's conversation, each ending in one summary frame.
+
+Both are lanes run one after another on the one engine (``lanes.py``): a race
+is a sweep over two lanes. The engine is held for the contest (other tabs get
+``busy``) so no other reply slips in between lanes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engines import EngineError, GenerationOptions, Message
+
+from .conversation import Conversation
+from .errors import ClientError
+from .host import EngineHost
+from .lanes import Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule, tally
+from .protocol import RaceFrame, SweepFrame
+
+
+@dataclass
+class Contest:
+    id: str
+    cancel: Relay
+
+
+def race_lanes(options: GenerationOptions) -> list[Lane]:
+    return [Lane("off", {"lane": "off"}, options.updated({"speculative": False})),
+            Lane("on", {"lane": "on"}, options.updated({"speculative": True}))]
+
+
+def contest_options(host: EngineHost, greedy: bool) -> GenerationOptions:
+    """The current settings, greedy unless the client asked to sample as set."""
+    options = host.settings.current
+    return options.updated({"temperature": 0.0}) if greedy else options
+
+
+def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -> None:
+    options = contest_options(host, frame.greedy)
+    if host.engine.info().drafter is None:
+        raise ClientError("no_drafter", "This engine has no drafter, so there is nothing to race: load one "
+                          "(specchat --drafter, or a model with an MTP head) and race again.")
+    started_at, context = time.time(), len(conversation.messages)
+
+    def summarize(results: list[LaneRun], cancel: Relay) -> dict:
+        off, on = (tally(results, lane, lanes[0]) for lane in lanes)
+        finish, error = outcome(results, cancel)
+        summary = race_summary(frame.id, finish, error, off, on)
+        receipt = host.receipts.record(
+            summary, prompt=frame.text, options=options, engine=host.engine.info(), spec=host.spec,
+            runs=frame.runs, context_messages=context, at=started_at,
+        )
+        summary["receipt"] = receipt
+        if off.tok_s is not None:
+            host.baselines.put(host.engine.info(), off.tok_s["median"], "race")
+            host.broadcast(host.engine_frame())
+        return summary
+
+    lanes = race_lanes(options)
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize)
+
+
+def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
+    options = contest_options(host, frame.greedy)
+    if host.engine.info().drafter is None and max(frame.blocks) > 1:
+        raise ClientError("no_drafter", "This engine has no drafter: only block 1 (drafting off) can run. "
+                          "Load one (specchat --drafter) or sweep blocks [1].")
+
+    def summarize(results: list[LaneRun], cancel: Relay) -> dict:
+        baseline = next((lane for lane in lanes if lane.key == 1), lanes[0])
+        rows = [tally(results, lane, baseline).row() for lane in lanes]
+        finish, error = outcome(results, cancel)
+        measured = [row for row in rows if row["tok_s"] is not None]
+        best = max(measured, key=lambda row: row["tok_s"]["median"])["block"] if measured else None
+        summary = {"type": "sweep_done", "id": frame.id, "finish_reason": finish, "runs": frame.runs,
+                   "rows": rows, "best": best}
+        if error:
+            summary["error"] = error
+        return summary
+
+    lanes = [block_lane(block, options) for block in frame.blocks]
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize)
+
+
+def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally) -> dict:
+    """The ``race_done`` frame."""
+    summary = {
+        "type": "race_done", "id": id, "finish_reason": finish, "runs": min(off.runs, on.runs),
+        "off": {"tok_s": off.tok_s, "ttft_ms": off.ttft_ms, "stats": off.stats},
+        "on": {"tok_s": on.tok_s, "ttft_ms": on.ttft_ms, "stats": on.stats},
+        "speedup": on.speedup, "identical": on.identical,
+        "first_divergence": on.divergence and dict(zip(("index", "off", "on"), on.divergence)),
+    }
+    if error:
+        summary["error"] = error
+    return summary
+
+
+def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int,
+         kept: Lane, summarize: Callable[[list[LaneRun], Relay], dict]) -> None:
+    """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
+    failed race), then play every lane in the conversation and end with ``summarize``'s frame. The
+    history keeps ``kept``'s last answer, as it would keep a reply."""
+    if conversation.job is not None:
+        raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
+    if not host.exclusive.acquire(blocking=False):
+        raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.")
+    try:
+        said = Message("user", text)
+        messages = [*conversation.messages, said]
+        replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
+        replies += [LaneReply(host.engine, id, lane, run, prompt, messages) for run, prompt, lane in schedule(lanes, runs)]
+        cancel = Relay()
+        try:
+            replies[0].open(cancel)
+        except EngineError as exc:
+            raise ClientError(exc.code, exc.message) from None
+    except BaseException:
+        host.exclusive.release()
+        raise
+
+    def work() -> tuple[Message, dict]:
+        try:
+            results = run_lanes(replies, cancel, conversation.emit)
+            shown = next((r for r in reversed(results) if r.lane == kept), None)
+            reply = Message("assistant", shown.answer, shown.thinking) if shown else Message("assistant", "")
+            return reply, summarize(results, cancel)
+        finally:
+            host.exclusive.release()
+
+    conversation.begin(Contest(id, cancel), said, work)

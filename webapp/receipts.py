@@ -1,0 +1,160 @@
+"""Receipts: each race's numbers with what they were measured on, as JSON or Markdown, kept across restarts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import threading
+import time
+from collections import OrderedDict
+from pathlib import Path
+
+import orjson
+
+from engines import EngineInfo, GenerationOptions
+from engines.registry import EngineSpec
+
+from .machine import machine, versions
+
+log = logging.getLogger(__name__)
+KEEP_IN_MEMORY = 64
+
+
+class Receipts:
+    """Kept in memory (the latest few) and as ``receipts/<race id>.json`` in the data dir."""
+
+    def __init__(self, data_dir: Path | None):
+        self._dir = Path(data_dir) / "receipts" if data_dir else None
+        self._lock = threading.Lock()
+        self._kept: OrderedDict[str, dict] = OrderedDict()
+
+    def record(self, summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo,
+               spec: EngineSpec, runs: int, context_messages: int, at: float) -> str:
+        """Store the receipt of a finished race (its ``race_done`` frame); returns its address."""
+        receipt = build(summary, prompt=prompt, options=options, engine=engine, spec=spec, runs=runs,
+                        context_messages=context_messages, at=at)
+        with self._lock:
+            self._kept[summary["id"]] = receipt
+            self._kept.move_to_end(summary["id"])
+            while len(self._kept) > KEEP_IN_MEMORY:
+                self._kept.popitem(last=False)
+        if self._dir is not None:
+            try:
+                self._dir.mkdir(parents=True, exist_ok=True)
+                tmp = self._dir / f"{summary['id']}.tmp"
+                tmp.write_bytes(orjson.dumps(receipt, option=orjson.OPT_INDENT_2))
+                os.replace(tmp, self._dir / f"{summary['id']}.json")
+            except OSError as exc:  # the race still happened; only its copy on disk is missing
+                log.warning("could not save the receipt of race %s: %s", summary["id"], exc)
+        return f"/api/receipts/{summary['id']}"
+
+    def get(self, id: str) -> dict | None:
+        with self._lock:
+            if id in self._kept:
+                return self._kept[id]
+        path = self._dir / f"{id}.json" if self._dir is not None else None
+        if path is None or not path.is_file():
+            return None
+        return orjson.loads(path.read_bytes())
+
+
+def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
+          runs: int, context_messages: int, at: float) -> dict:
+    on_stats = summary["on"]["stats"] or {}
+    return {
+        "id": summary["id"],
+        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
+        "finish_reason": summary["finish_reason"],
+        "machine": machine(),
+        "versions": versions(),
+        "engine": engine.name, "model": engine.model, "drafter": engine.drafter,
+        "block_size": options.draft_block_size,
+        "sampling": {"temperature": options.temperature, "top_p": options.top_p},
+        "reasoning_budget": options.reasoning_budget, "max_tokens": options.max_tokens,
+        "prompt": prompt, "context_messages": context_messages,
+        "runs": {"asked": runs, "measured": summary["runs"]},
+        "off": {"tok_s": summary["off"]["tok_s"], "ttft_ms": summary["off"]["ttft_ms"]},
+        "on": {"tok_s": summary["on"]["tok_s"], "ttft_ms": summary["on"]["ttft_ms"]},
+        "speedup": summary["speedup"],
+        "acceptance": on_stats.get("acceptance"), "acceptance_by_depth": on_stats.get("acceptance_by_depth"),
+        "mean_accepted": on_stats.get("mean_accepted"),
+        "identical": summary["identical"], "first_divergence": summary["first_divergence"],
+        "command": bench_command(spec, engine, options, prompt, runs),
+    }
+
+
+def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptions, prompt: str, runs: int) -> str:
+    """The ``specchat bench`` line that measures the same thing from a terminal."""
+    words = ["specchat", "bench"]
+    if spec.name != "mlx":
+        words += ["--engine", spec.name]
+    if spec.base_url:
+        words += ["--base-url", spec.base_url]
+    if spec.model or spec.name == "mlx":
+        words += ["--model", spec.model or engine.model]
+    if spec.drafter:
+        words += ["--drafter", spec.drafter]
+    words += ["--prompt", prompt, "--blocks", f"1,{options.draft_block_size}", "--runs", str(runs),
+              "--max-tokens", str(options.max_tokens), "--budget", str(options.reasoning_budget)]
+    defaults = GenerationOptions()
+    if options.temperature != defaults.temperature or options.top_p != defaults.top_p:
+        words += ["--temperature", str(options.temperature), "--top-p", str(options.top_p)]
+    if options.system_prompt != defaults.system_prompt:
+        words += ["--system-prompt", options.system_prompt]
+    return shlex.join(words)
+
+
+def _spread(s: dict | None, unit: str = "") -> str:
+    return "–" if s is None else f"{s['median']}{unit} ({s['min']}–{s['max']})"
+
+
+def _value(value, pattern: str = "{}") -> str:
+    return "–" if value is None else pattern.format(value)
+
+
+def markdown(receipt: dict) -> str:
+    """A readable receipt: what was measured, then on what."""
+    off, on, machine_info, v = receipt["off"], receipt["on"], receipt["machine"], receipt["versions"]
+    depth, divergence = receipt["acceptance_by_depth"], receipt["first_divergence"]
+    identical = {True: "yes", False: "no", None: "–"}[receipt["identical"]]
+    if divergence:
+        identical += f" (first difference at character {divergence['index']})"
+    earlier = f" (after {receipt['context_messages']} earlier messages)" if receipt["context_messages"] else ""
+    lines = [
+        f"# specchat race {receipt['id']}",
+        "",
+        f"{receipt['engine']} · {receipt['model']} · drafter {receipt['drafter'] or 'none'} · "
+        f"block {receipt['block_size']} · {receipt['at']}",
+        "",
+        f"Prompt{earlier}: {receipt['prompt']!r}",
+        "",
+        "| | drafter off | drafter on |",
+        "|---|---|---|",
+        f"| decode tok/s, median (min–max) | {_spread(off['tok_s'])} | {_spread(on['tok_s'])} |",
+        f"| time to first token, ms | {_spread(off['ttft_ms'])} | {_spread(on['ttft_ms'])} |",
+        "",
+        "| | |",
+        "|---|---|",
+        f"| speed-up (on ÷ off, per pair) | {_spread(receipt['speedup'], '×')} |",
+        f"| runs (pairs measured / asked) | {receipt['runs']['measured']} / {receipt['runs']['asked']} |",
+        f"| acceptance | {_value(receipt['acceptance'], '{:.1%}')} |",
+        f"| acceptance by depth | {' · '.join(_value(a, '{:.0%}') for a in depth) if depth else '–'} |",
+        f"| mean accepted per verify round | {_value(receipt['mean_accepted'])} |",
+        f"| identical output | {identical} |",
+        f"| sampling | temperature {receipt['sampling']['temperature']}, top-p {receipt['sampling']['top_p']} |",
+        f"| reasoning budget · max tokens | {receipt['reasoning_budget']} · {receipt['max_tokens']} |",
+        f"| finished | {receipt['finish_reason']} |",
+        "",
+        f"Machine: {machine_info['cpu']}, {machine_info['cores']} cores, {machine_info['os']}; "
+        f"accelerator {machine_info['accelerator'] or 'none'}; BLAS: {machine_info['blas']}.",
+        f"Versions: specchat {v['specchat']}, mlx {v['mlx']}, mlx-vlm {v['mlx-vlm']}.",
+        "",
+        "Reproduce from a terminal:",
+        "",
+        "```sh",
+        receipt["command"],
+        "```",
+        "",
+    ]
+    return "\n".join(lines)
