@@ -95,6 +95,9 @@ def test_race_fills_both_lanes_and_sums_up(tab):
     assert f"{done['speedup']['min']:.2f}×–{done['speedup']['max']:.2f}×" in verdict and "median of 3 runs" in verdict
     assert view.locator("tr[data-row=tok_s] td").nth(1).inner_text().startswith(f"{done['on']['tok_s']['median']:.1f}")
     assert view.locator(".race-identical").get_attribute("data-identical") == "true"
+    # The drafter-off lane's median becomes the bar later replies are judged against.
+    assert f"{done['off']['tok_s']['median']:.1f} tok/s (from the last race)" in \
+        tab.page.locator("#baseline-status").inner_text()
 
     # A past message races again from its own button, with the runs selector's count.
     tab.page.select_option("#race-runs", "1")
@@ -300,3 +303,18 @@ def test_receipt_saves_a_png_card_and_links_the_server_receipt(tab, tmp_path):
             assert answer.json()["receipt"]["id"] == done["id"]
         else:
             assert done["id"] in answer.text
+
+
+def test_calibration_measures_the_drafter_off_speed(tab):
+    tab.open()
+    page = tab.page
+    if page.locator("#calibrate").is_hidden():
+        page.click("#settings-toggle")
+    assert "not measured yet" in page.locator("#baseline-status").inner_text()
+    page.get_by_role("button", name="Measure drafter-off speed").click()
+    page.wait_for_function("/tok\\/s \\(measured\\)/.test(document.querySelector('#baseline-status').textContent)",
+                           timeout=20_000)
+    stored = tab.server.host.baselines.get(tab.server.host.engine.info())
+    assert stored["source"] == "calibration"
+    assert f"{stored['tok_s']:.1f} tok/s" in page.locator("#baseline-status").inner_text()
+    assert page.locator("#calibrate").is_enabled() and page.locator("#calibrate-error").is_hidden()

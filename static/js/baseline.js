@@ -1,6 +1,7 @@
 // This model's drafter-off decode rate on this machine, the bar a drafter-on reply has to clear.
 // It comes from the server (its calibration) or from the last race here, per engine and model.
 
+import { formatRate } from "@app/format.js";
 import { loadPref, savePref } from "@app/prefs.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
 
@@ -28,6 +29,29 @@ export class Baseline {
 
   get rate() {
     return (this.key && this.rates[this.key]?.tok_s) || null;
+  }
+
+  /** One line for the settings pane. */
+  describe() {
+    const known = this.key && this.rates[this.key];
+    if (!known) return "Drafter-off speed: not measured yet. A race or a measurement sets it.";
+    const from = known.source === "race" ? "from the last race" : "measured";
+    return `Drafter-off speed: ${formatRate(known.tok_s)} tok/s (${from}). Drafter-on replies slower than this get a notice.`;
+  }
+
+  /** POST /api/calibrate: the server measures the drafter-off rate; throws an Error to show as is. */
+  async calibrate() {
+    let response;
+    let body = null;
+    try {
+      response = await fetch("/api/calibrate", { method: "POST", headers: { "Content-Type": "application/json" }, body: "{}" });
+      body = await response.json();
+    } catch {
+      throw new Error("The server could not be reached.");
+    }
+    if (!response.ok || !body?.baseline) throw new Error(body?.error?.message ?? `HTTP ${response.status}`);
+    this.fromServer(body.baseline);
+    return body.baseline;
   }
 
   /** The server's measurement (`baseline` in `hello`/`engine`, or GET /api/baseline). */

@@ -35,6 +35,9 @@ const newChatButton = $("#new-chat");
 const resetCacheButton = $("#reset-cache");
 const deepResetField = $("#deep-reset-field");
 const deepReset = $("#deep-reset");
+const baselineStatus = $("#baseline-status");
+const calibrateButton = $("#calibrate");
+const calibrateError = $("#calibrate-error");
 
 const conversation = new Conversation($("#log"), {
   onResend: (text) => composer.insert(text),
@@ -99,7 +102,10 @@ function startRace(text, runs) {
   conversation.addUser(id, text);
   current = conversation.addItem(new RaceView(id, text, runs, {
     context: () => ({ engine: engineInfo, settings: settingsValues }),
-    onFinished: (raceDone) => baseline.fromRace(raceDone),
+    onFinished: (raceDone) => {
+      baseline.fromRace(raceDone);
+      baselineStatus.textContent = baseline.describe();
+    },
   }));
   refresh();
   return true;
@@ -167,6 +173,7 @@ function refresh() {
   settings.setEnabled(connected);
   newChatButton.disabled = !connected;
   resetCacheButton.disabled = !connected;
+  calibrateButton.disabled = !connected || current !== null || Boolean(blocked) || baselineStatus.textContent.startsWith("Measuring");
 }
 
 function showBanner(text) {
@@ -336,7 +343,23 @@ function learnBaseline(frame) {
   baseline.setEngine(frame.engine);
   const value = frame.baseline ?? frame.engine?.baseline;
   if (value != null) baseline.fromServer(value);
+  baselineStatus.textContent = baseline.describe();
 }
+
+calibrateButton.addEventListener("click", async () => {
+  calibrateButton.disabled = true;
+  calibrateError.hidden = true;
+  baselineStatus.textContent = "Measuring the drafter-off speed…";
+  try {
+    await baseline.calibrate();
+  } catch (error) {
+    calibrateError.textContent = error.message;
+    calibrateError.hidden = false;
+  } finally {
+    baselineStatus.textContent = baseline.describe();
+    refresh();
+  }
+});
 
 newChatButton.addEventListener("click", () => {
   if (current) connection.send({ type: "stop", id: current.id });

@@ -55,6 +55,7 @@ export class RaceView {
 
     const head = element("header", "race-head");
     this.statusEl = element("span", "race-status", "Waiting for the model…");
+    this.statusEl.setAttribute("aria-live", "polite");
     head.append(element("span", "race-title", "Race · drafter off vs on"), this.statusEl);
     this.lanes = { off: new RaceLane("off"), on: new RaceLane("on") };
     const lanes = element("div", "race-lanes");
