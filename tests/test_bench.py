@@ -1,0 +1,61 @@
+"""``specchat bench`` end to end, as a subprocess on the tiny model."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webapp", "bench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_bench_prints_a_table_and_writes_json(tiny_model, tmp_path):
+    out = tmp_path / "bench.json"
+    done = bench("--model", str(tiny_model), "--prompt", "first prompt", "--prompt", "second prompt",
+                 "--blocks", "1,2,3", "--runs", "2", "--max-tokens", "12", "--budget", "6", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "12/12" in done.stderr and "[" in done.stderr  # the progress bar: 2 runs × 2 prompts × 3 blocks
+    lines = done.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("block"))
+    assert "tok/s median (min-max)" in lines[header] and "identical" in lines[header]
+    assert [line.split()[0] for line in lines[header + 1:]] == ["1", "2", "3"]
+
+    report = json.loads(out.read_text())
+    assert set(report) >= {"machine", "model", "drafter", "runs", "rows"}
+    assert report["model"] == str(tiny_model) and report["runs"] == 2 and report["drafter"]
+    assert set(report["machine"]) == {"cpu", "cores", "os", "accelerator", "blas"}
+    rows = report["rows"]
+    assert [row["block"] for row in rows] == [1, 2, 3]
+    for row in rows:
+        assert set(row) >= {"block", "tok_s", "speedup", "acceptance", "mean_accepted", "identical"}
+        assert row["tok_s"]["min"] <= row["tok_s"]["median"] <= row["tok_s"]["max"]
+        assert row["identical"] is True  # greedy: drafting never changes the output
+        assert row["speedup_range"]["min"] <= row["speedup"] <= row["speedup_range"]["max"]
+        assert row["runs"] == 4
+    assert rows[0]["speedup"] == 1.0 and rows[0]["acceptance"] is None
+    assert 0 <= rows[2]["acceptance"] <= 1
+    table_row = next(line for line in lines if line.startswith("2 "))
+    assert f"{rows[1]['tok_s']['median']} ({rows[1]['tok_s']['min']}-{rows[1]['tok_s']['max']})" in table_row
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--blocks", "2,3"], "block 1"),
+    (["--blocks", "1,x"], "comma-separated"),
+    (["--runs", "0"], "1 to 99"),
+    (["--max-tokens", "0"], "max_tokens"),
+    (["--model", "/nonexistent/model"], "does not exist"),
+    (["--prompts", "/nonexistent/prompts.txt"], "cannot read"),
+    (["--drafter", "none", "--blocks", "1,2"], "--drafter none"),
+    (["--json", "/nonexistent/dir/out.json"], "does not exist"),
+    (["--frobnicate"], "unrecognized"),
+])
+def test_bad_arguments_exit_2_with_one_line(args, says):
+    done = bench(*args, timeout=60)
+    assert done.returncode == 2 and done.stdout == ""
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith("specchat bench: ") and says in done.stderr and "Traceback" not in done.stderr
