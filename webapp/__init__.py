@@ -37,7 +37,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     app.config.update(config or {})
     security.init_app(app)
     data = Path(data_dir) if data_dir else None
-    EngineHost(engine, SettingsStore(data), spec, engine_factory, Receipts(data), Baselines(data)).init_app(app)
+    EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     sock.init_app(app)

@@ -29,16 +29,16 @@ class EngineHost:
         self,
         engine: Engine,
         settings: SettingsStore,
+        receipts: Receipts,
+        baselines: Baselines,
         spec: EngineSpec | None = None,
         factory: Callable[[EngineSpec], Engine] | None = None,
-        receipts: Receipts | None = None,
-        baselines: Baselines | None = None,
     ):
         self.engine = engine
         self.spec = spec or EngineSpec(name=engine.name if engine.name in NAMES else "fake")
         self.settings = settings
-        self.receipts = receipts or Receipts(None)
-        self.baselines = baselines or Baselines(None)
+        self.receipts = receipts
+        self.baselines = baselines
         # Held by a race, sweep or calibration from start to end: no other tab's reply runs between its lanes.
         self.exclusive = threading.Lock()
         self._factory = factory

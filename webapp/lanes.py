@@ -164,6 +164,7 @@ class Tally:
 
     lane: Lane
     runs: int
+    pairs: int  # runs that have a complete baseline run to compare with
     tok_s: dict | None
     ttft_ms: dict | None
     speedup: dict | None
@@ -196,6 +197,7 @@ def tally(results: list[LaneRun], lane: Lane, baseline: Lane) -> Tally:
     return Tally(
         lane=lane,
         runs=len(runs),
+        pairs=len(pairs),
         tok_s=spread([r.stats.get("tok_s") for r in runs]),
         ttft_ms=spread([r.stats.get("ttft_ms") for r in runs]),
         speedup=spread(ratios([mine[k].stats.get("tok_s") for k in pairs], [base[k].stats.get("tok_s") for k in pairs]),

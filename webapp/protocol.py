@@ -67,9 +67,11 @@ class SweepFrame(_ContestFrame):
 
     @field_validator("blocks")
     @classmethod
-    def _distinct(cls, blocks: list[int]) -> list[int]:
+    def _distinct_with_baseline(cls, blocks: list[int]) -> list[int]:
         if len(set(blocks)) != len(blocks):
             raise ValueError("list each block size once")
+        if 1 not in blocks:
+            raise ValueError("include block 1 (the drafter off), the baseline for speed-up")
         return blocks
 
 

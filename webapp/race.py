@@ -38,8 +38,8 @@ def contest_options(host: EngineHost, greedy: bool) -> GenerationOptions:
 
 
 def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -> None:
-    options = contest_options(host, frame.greedy)
-    if host.engine.info().drafter is None:
+    options, info, spec = contest_options(host, frame.greedy), host.engine.info(), host.spec
+    if info.drafter is None:
         raise ClientError("no_drafter", "This engine has no drafter, so there is nothing to race: load one "
                           "(specchat --drafter, or a model with an MTP head) and race again.")
     started_at, context = time.time(), len(conversation.messages)
@@ -48,13 +48,12 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
         off, on = (tally(results, lane, lanes[0]) for lane in lanes)
         finish, error = outcome(results, cancel)
         summary = race_summary(frame.id, finish, error, off, on)
-        receipt = host.receipts.record(
-            summary, prompt=frame.text, options=options, engine=host.engine.info(), spec=host.spec,
-            runs=frame.runs, context_messages=context, at=started_at,
+        summary["receipt"] = host.receipts.record(
+            summary, prompt=frame.text, options=options, engine=info, spec=spec, runs=frame.runs,
+            context_messages=context, at=started_at,
         )
-        summary["receipt"] = receipt
         if off.tok_s is not None:
-            host.baselines.put(host.engine.info(), off.tok_s["median"], "race")
+            host.baselines.put(info, off.tok_s["median"], "race")
             host.broadcast(host.engine_frame())
         return summary
 
@@ -69,8 +68,7 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
                           "Load one (specchat --drafter) or sweep blocks [1].")
 
     def summarize(results: list[LaneRun], cancel: Relay) -> dict:
-        baseline = next((lane for lane in lanes if lane.key == 1), lanes[0])
-        rows = [tally(results, lane, baseline).row() for lane in lanes]
+        rows = [tally(results, lane, lanes[0]).row() for lane in lanes]
         finish, error = outcome(results, cancel)
         measured = [row for row in rows if row["tok_s"] is not None]
         best = max(measured, key=lambda row: row["tok_s"]["median"])["block"] if measured else None
@@ -80,14 +78,14 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
             summary["error"] = error
         return summary
 
-    lanes = [block_lane(block, options) for block in frame.blocks]
+    lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
     _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize)
 
 
 def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally) -> dict:
     """The ``race_done`` frame."""
     summary = {
-        "type": "race_done", "id": id, "finish_reason": finish, "runs": min(off.runs, on.runs),
+        "type": "race_done", "id": id, "finish_reason": finish, "runs": on.pairs,
         "off": {"tok_s": off.tok_s, "ttft_ms": off.ttft_ms, "stats": off.stats},
         "on": {"tok_s": on.tok_s, "ttft_ms": on.ttft_ms, "stats": on.stats},
         "speedup": on.speedup, "identical": on.identical,
@@ -117,7 +115,7 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
             replies[0].open(cancel)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-    except BaseException:
+    except Exception:
         host.exclusive.release()
         raise
 
