@@ -35,7 +35,8 @@ def test_race_interleaves_lanes_and_tags_every_frame(fake_server):
     assert [f["type"] for f in frames].count("race_done") == 1 and frames[-1] is summary
     # Deltas carry the time since their lane started, rising within the lane.
     for lane, run in lane_runs(frames):
-        times = [f["t_ms"] for f in frames if f["type"] in ("thinking", "answer") and (f["lane"], f["run"]) == (lane, run)]
+        times = [f["t_ms"] for f in frames
+                 if f["type"] in ("thinking", "answer") and (f["lane"], f["run"]) == (lane, run)]
         assert times and times == sorted(times) and times[0] > 0
     # Drafted text and verify rounds show in the drafter-on lane only.
     on = [f for f in frames if f["type"] == "answer" and f["lane"] == "on"]

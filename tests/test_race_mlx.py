@@ -16,9 +16,10 @@ def test_greedy_race_is_identical_and_its_receipt_names_the_machine(mlx_server, 
         summary, frames = ws.until("race_done", id="mlx-race", timeout=300)
     assert summary["finish_reason"] == "stop" and summary["runs"] == 2
     assert summary["identical"] is True and summary["first_divergence"] is None
-    answers = {(f["lane"], f["run"]): texts([g for g in frames if g.get("lane") == f["lane"] and g.get("run") == f["run"]],
-                                            "answer") for f in frames if f["type"] == "start"}
-    assert len(set(answers.values())) == 1 and next(iter(answers.values()))
+    starts = [(f["lane"], f["run"]) for f in frames if f["type"] == "start"]
+    assert starts == [("off", 0), ("on", 0), ("on", 1), ("off", 1)]
+    answers = {texts([g for g in frames if (g.get("lane"), g.get("run")) == start], "answer") for start in starts}
+    assert len(answers) == 1 and answers.pop()
     done = {(f["lane"], f["run"]): f["stats"] for f in frames if f["type"] == "done"}
     ratios = [done["on", r]["tok_s"] / done["off", r]["tok_s"] for r in range(2)]
     assert summary["speedup"]["median"] == pytest.approx(statistics.median(ratios), abs=1e-3)

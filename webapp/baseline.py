@@ -55,10 +55,13 @@ class Baselines:
         with self._lock:
             self._all[self._key(info)] = baseline
             if self._path is not None:
-                self._path.parent.mkdir(parents=True, exist_ok=True)
-                tmp = self._path.with_suffix(".tmp")
-                tmp.write_bytes(orjson.dumps(self._all, option=orjson.OPT_INDENT_2))
-                os.replace(tmp, self._path)
+                try:
+                    self._path.parent.mkdir(parents=True, exist_ok=True)
+                    tmp = self._path.with_suffix(".tmp")
+                    tmp.write_bytes(orjson.dumps(self._all, option=orjson.OPT_INDENT_2))
+                    os.replace(tmp, self._path)
+                except OSError as exc:  # it still holds until a restart
+                    log.warning("could not save baselines in %s: %s", self._path, exc)
         return baseline
 
 

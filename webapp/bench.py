@@ -195,7 +195,7 @@ def run(args: argparse.Namespace, options) -> int:
     if args.json_out is not None:
         report = {"machine": machine(), "versions": versions(), "engine": info.name, "model": info.model,
                   "drafter": info.drafter, "runs": args.runs, "prompts": args.prompt,
-                  "options": {k: getattr(options, k) for k in ("max_tokens", "reasoning_budget", "temperature", "top_p")},
+                  "options": options.model_dump(include={"max_tokens", "reasoning_budget", "temperature", "top_p"}),
                   "rows": rows}
         args.json_out.expanduser().write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     return 0

@@ -109,7 +109,8 @@ class LaneReply:
                     said[type(event)].append(event.text)
                     frame["t_ms"] = round((time.perf_counter() - self.started) * 1000.0, 1)
                 elif isinstance(event, Done):
-                    result.finish_reason, result.stats, result.error = event.finish_reason, event.stats, frame.get("error")
+                    result.finish_reason, result.stats = event.finish_reason, event.stats
+                    result.error = frame.get("error")
                 emit(frame)
         finally:
             self.engine.forget(self.turn.conversation_id)

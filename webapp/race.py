@@ -109,7 +109,8 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         said = Message("user", text)
         messages = [*conversation.messages, said]
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
-        replies += [LaneReply(host.engine, id, lane, run, prompt, messages) for run, prompt, lane in schedule(lanes, runs)]
+        replies += [LaneReply(host.engine, id, lane, run, prompt, messages)
+                    for run, prompt, lane in schedule(lanes, runs)]
         cancel = Relay()
         try:
             replies[0].open(cancel)
