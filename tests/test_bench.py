@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
+from webapp.blas import find_openblas
 
 
 def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -29,6 +30,8 @@ def test_bench_prints_a_table_and_writes_json(tiny_model, tmp_path):
     assert set(report) >= {"machine", "model", "drafter", "runs", "rows"}
     assert report["model"] == str(tiny_model) and report["runs"] == 2 and report["drafter"]
     assert set(report["machine"]) == {"cpu", "cores", "os", "accelerator", "blas"}
+    # The same BLAS as the server: OpenBLAS preloaded where the system has it.
+    assert report["machine"]["blas"].startswith("OpenBLAS") == bool(find_openblas("auto"))
     rows = report["rows"]
     assert [row["block"] for row in rows] == [1, 2, 3]
     for row in rows:
