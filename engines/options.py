@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -31,6 +33,11 @@ class GenerationOptions(BaseModel):
     )
     prefill_step_size: int = Field(
         2048, ge=0, le=65536, description="Prompt tokens per prefill chunk; 0 sends the prompt at once."
+    )
+
+    decode_loop: Literal["specchat", "mlx-vlm"] = Field(
+        "specchat",
+        description="MLX engine: specchat's own compiled draft/verify loop, or mlx-vlm's (for comparison).",
     )
 
     def updated(self, values: dict) -> "GenerationOptions":

@@ -13,13 +13,15 @@ MAX_CONVERSATIONS = 4
 class ConversationCache:
     system_prompt: str
     state: Any = field(default=None)  # mlx_vlm PromptCacheState: the KV cache and the ids it holds
+    decode: Any = field(default=None)  # specchat's own loop: a DecodeState
     ids: list[int] = field(default_factory=list)  # every token of the conversation so far
     messages: int = 0  # messages (user + assistant) the ids cover
     closed: bool = True  # the ids end with an end-of-turn token
 
     def nbytes(self) -> int:
         cache = getattr(self.state, "cache", None) or []
-        return sum(getattr(c, "nbytes", 0) or 0 for c in cache)
+        own = self.decode.nbytes() if self.decode is not None else 0
+        return own + sum(getattr(c, "nbytes", 0) or 0 for c in cache)
 
 
 class ConversationCaches:

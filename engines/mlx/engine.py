@@ -15,10 +15,13 @@ from ..options import GenerationOptions
 from .conversations import ConversationCache, ConversationCaches
 from .generation import TurnGeneration
 from .loading import LoadedModel, load_drafter, load_model
+from .own_loop import OwnLoop, PrefixSnapshot
 from .prompts import PromptBuilder
+from .vlm_loop import VlmLoop
 
 log = logging.getLogger(__name__)
 NO_DRAFTER = "none"
+OWN_LOOP_MODELS = ("qwen3_5",)  # model types whose layers engines/mlx/stepper.py runs
 
 
 class MlxEngine(Engine):
@@ -37,6 +40,9 @@ class MlxEngine(Engine):
         self._apc = None
         self._apc_entries: int | None = None
         self._primed_system: str | None = None
+        self._decoder = None  # specchat's own loop on this model (and its MTP head)
+        self._stop_ids: set[int] = set()
+        self._prefix: PrefixSnapshot | None = None  # the system prompt's state for the own loop
         self._conversations = ConversationCaches()
         self._active: Turn | None = None
 
@@ -62,6 +68,7 @@ class MlxEngine(Engine):
                 self._set_state("loading", "loading the drafter", 0.6)
                 load_drafter(loaded, self.drafter_spec)
             self._loaded, self._prompts = loaded, PromptBuilder(loaded)
+            self._decoder, self._stop_ids = _own_decoder(loaded)
             self._set_state("loading", "warming up", 0.8)
             self._prepare(options)
             self._set_state("ready", "")
@@ -79,26 +86,32 @@ class MlxEngine(Engine):
         from mlx_vlm import apc
 
         if not options.prefix_cache:
-            if self._apc is not None:
-                self._apc, self._apc_entries, self._primed_system = None, None, None
+            if self._apc is not None or self._prefix is not None:
+                self._apc, self._apc_entries, self._primed_system, self._prefix = None, None, None, None
         elif self._apc is None or self._apc_entries != options.prefix_cache_entries:
             self._apc = apc.APCManager(overrides={"checkpoint_entries": options.prefix_cache_entries})
             self._apc_entries, self._primed_system = options.prefix_cache_entries, None
         if self._primed_system != options.system_prompt:
-            self._warm_up(options.system_prompt)
+            self._warm_up(options)
 
-    def _warm_up(self, system_prompt: str) -> None:
-        """Compile the graph and store the system prompt's prefix in the prefix cache."""
+    def _warm_up(self, options: GenerationOptions) -> None:
+        """Compile the graphs and store the system prompt's prefix in the prefix caches."""
         import mlx.core as mx
         from mlx_vlm import stream_generate
 
-        ids = self._prompts.system_prefix_ids(system_prompt) or self._prompts.encode("hello")
+        ids = self._prompts.system_prefix_ids(options.system_prompt) or self._prompts.encode("hello")
         for _ in stream_generate(
             self._loaded.model, self._loaded.processor, "", input_ids=mx.array([ids]),
             max_tokens=1, apc_manager=self._apc,
         ):
             pass
-        self._primed_system = system_prompt
+        self._prefix = None
+        if self._decoder is not None:
+            prefix = PrefixSnapshot(ids, self._decoder.new_state())
+            self._decoder.warm_up(prefix.state, ids, options.draft_block_size)
+            if options.prefix_cache:
+                self._prefix = prefix
+        self._primed_system = options.system_prompt
 
     def stream(self, turn: Turn) -> Iterator[Event]:
         with self._lock:
@@ -127,7 +140,7 @@ class MlxEngine(Engine):
         cid = turn.conversation_id
         try:
             entry, input_ids = self._turn_input(turn)
-            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, self._apc)
+            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, self._loop(turn))
             done = generation.run(input_ids)
             if done.finish_reason == "cancelled":
                 self._conversations.drop(cid)  # the cache moved past the stored ids
@@ -144,6 +157,13 @@ class MlxEngine(Engine):
             with self._lock:
                 self._active = None
             emit(done)
+
+    def _loop(self, turn: Turn):
+        """specchat's own loop unless the settings ask for mlx-vlm's or the drafter needs it."""
+        if turn.options.decode_loop == "specchat" and self._decoder is not None:
+            if not (turn.options.speculative and self._loaded.drafter is not None and self._decoder.drafter is None):
+                return OwnLoop(self._decoder, self._stop_ids, self._prefix)
+        return VlmLoop(self._apc)
 
     def _turn_input(self, turn: Turn) -> tuple[ConversationCache, list[int]]:
         from mlx_vlm.generate import PromptCacheState
@@ -177,7 +197,10 @@ class MlxEngine(Engine):
             freed["bytes"] += int(snap.get("resident_bytes", 0) or 0)
             freed["entries"] += int(snap.get("pool_used", 0) or 0) + len(self._apc._exact_cache)
             self._apc.clear()
-            self._primed_system = None
+        if self._prefix is not None:
+            freed["bytes"] += self._prefix.state.nbytes()
+            freed["entries"] += 1
+        self._primed_system, self._prefix = None, None
         mx.clear_cache()
         return freed
 
@@ -200,8 +223,24 @@ class MlxEngine(Engine):
         self._conversations.clear()
         if self._apc is not None:
             self._apc.clear()
-        self._apc = self._loaded = self._prompts = None
+        self._apc = self._loaded = self._prompts = self._decoder = self._prefix = None
         mx.clear_cache()
         # Streams this thread made must be released on it, or the process aborts at exit.
         mx.clear_streams()
         self._set_state("error", "unloaded")
+
+
+def _own_decoder(loaded: LoadedModel):
+    """specchat's own loop for this model, with the MTP head when that is the drafter.
+
+    Returns (decoder, stop ids); (None, ∅) for a model family the loop does not run.
+    """
+    from mlx_vlm.utils import resolve_eos_token_ids
+
+    from .decoding import Decoder
+
+    if getattr(getattr(loaded.model, "config", None), "model_type", None) not in OWN_LOOP_MODELS:
+        return None, set()
+    drafter = loaded.drafter if loaded.drafter_kind == "mtp" else None
+    stop = resolve_eos_token_ids(loaded.model.config.eos_token_id, loaded.tokenizer)
+    return Decoder(loaded.model, drafter), set(stop)

@@ -1,0 +1,243 @@
+"""specchat's own decode loop: plain steps or MTP draft/verify rounds on compiled steps.
+
+A round drafts ``block - 1`` tokens with the MTP head, verifies the block
+(the pending token and the drafts) in one target step, keeps the drafts the
+target agrees with plus the target's own next token, and rolls the rest back
+by position (attention) and by picking the recurrent state after the last kept
+token (gated delta). One host sync per round: reading the verified tokens.
+
+Greedy rounds keep the longest agreeing prefix, so the output is the plain
+loop's token for token. Sampling uses the standard speculative rule (accept a
+draft with probability min(1, p/q), else resample from max(0, p - q)), so the
+output follows the target's distribution exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from .stepper import DrafterCaches, DrafterStepper, TargetCaches, TargetStepper
+
+PRIME_WINDOW = 512  # prompt positions the MTP head reads before drafting
+
+
+@dataclass
+class Sampling:
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature <= 0.0
+
+
+@dataclass
+class DecodeState:
+    """A conversation's caches: the ids the target holds, and the token waiting to be fed."""
+
+    target: TargetCaches
+    drafter: DrafterCaches | None
+    ids: list[int] = field(default_factory=list)  # tokens in the target cache (len == target.offset)
+
+    def nbytes(self) -> int:
+        return self.target.nbytes() + (self.drafter.nbytes() if self.drafter else 0)
+
+    def snapshot(self) -> "DecodeState":
+        return DecodeState(self.target.snapshot(), self.drafter.snapshot() if self.drafter else None, list(self.ids))
+
+
+@dataclass
+class Step:
+    """Tokens one step or round produced, in order."""
+
+    tokens: list[int]
+    drafted: list[bool]  # per token: it came from an accepted draft
+    accepted: int | None = None  # drafts kept this round (None: a plain step)
+    proposed: int | None = None  # drafts proposed this round
+
+
+def probabilities(logits, sampling: Sampling):
+    """The distribution to sample from: temperature, then nucleus (top-p) filtering."""
+    import mlx.core as mx
+
+    probs = mx.softmax(logits.astype(mx.float32) / sampling.temperature, axis=-1)
+    if sampling.top_p >= 1.0:
+        return probs
+    order = mx.argsort(-probs, axis=-1)
+    sorted_probs = mx.take_along_axis(probs, order, axis=-1)
+    keep_sorted = (mx.cumsum(sorted_probs, axis=-1) - sorted_probs) < sampling.top_p
+    keep = mx.put_along_axis(mx.zeros_like(keep_sorted), order, keep_sorted, axis=-1)
+    probs = mx.where(keep, probs, 0.0)
+    return probs / probs.sum(axis=-1, keepdims=True)
+
+
+def sample(probs):
+    import mlx.core as mx
+
+    return mx.random.categorical(mx.log(probs), axis=-1).astype(mx.int32)
+
+
+class Decoder:
+    """Runs turns on one model (and its MTP head, when there is one)."""
+
+    def __init__(self, model, drafter=None):
+        self.target = TargetStepper(model)
+        self.drafter = DrafterStepper(drafter, self.target) if drafter is not None else None
+
+    def new_state(self) -> DecodeState:
+        return DecodeState(self.target.new_caches(), self.drafter.new_caches() if self.drafter else None)
+
+    def feed(self, state: DecodeState, ids: list[int], chunk: int, sampling: Sampling,
+             cancelled: Callable[[], bool] = lambda: False):
+        """Feed the prompt ``ids`` (extending ``state.ids``) and return the first token (1, 1), lazily.
+
+        None when cancelled between prefill chunks.
+        """
+        import mlx.core as mx
+
+        if ids[: len(state.ids)] != state.ids or len(ids) <= len(state.ids):
+            raise ValueError("the prompt must extend the ids the cache holds")
+        new = ids[len(state.ids):]
+        hidden = self.target.prefill(state.target, new, chunk, cancelled)
+        if hidden is None:
+            return None
+        state.ids = list(ids)
+        logits = self.target.head(hidden[:, -1:])
+        first = (mx.argmax(logits, axis=-1).astype(mx.int32) if sampling.greedy
+                 else sample(probabilities(logits, sampling)))
+        if self.drafter is not None:
+            if state.drafter is None:  # a plain turn left the head behind: start it afresh
+                state.drafter = self.drafter.new_caches()
+            # The head reads (token i+1, hidden i) for the fed positions; the latest few are enough.
+            pairs = mx.concatenate([mx.array([new[1:]], dtype=mx.int32), first], axis=1)
+            self.drafter.accept(state.drafter, 0, pairs[:, -PRIME_WINDOW:], hidden[:, -PRIME_WINDOW:], sampling)
+        return first
+
+    def warm_up(self, state: DecodeState, ids: list[int], block: int) -> None:
+        """Feed ``ids`` into ``state``, then compile the steps a reply at ``block`` uses (on a copy)."""
+        first = self.feed(state, ids, 0, Sampling())
+        for size in {1, block if self.drafter is not None else 1}:
+            for _ in self.decode(state.snapshot(), first, max_tokens=4 * size, block=size, sampling=Sampling(),
+                                 stop_ids=set(), cancelled=lambda: False):
+                pass
+
+    def decode(self, state: DecodeState, first, *, max_tokens: int, block: int, sampling: Sampling,
+               stop_ids: set[int], cancelled: Callable[[], bool]) -> Iterator[Step]:
+        """Yield steps until a stop token, ``max_tokens`` or cancel; ``first`` (from ``feed``) comes first.
+
+        ``state.ids`` always lists what the target cache holds, so a next turn
+        (or phase) that extends the yielded tokens can be fed on this state.
+        """
+        import mlx.core as mx
+
+        token = int(first.item())
+        yield Step([token], [False])
+        limit = _Limit(max_tokens - 1, stop_ids)
+        if token in stop_ids or limit.left <= 0:
+            return
+        if self.drafter is not None and state.drafter is not None and block >= 2:
+            rounds = self._rounds(state, token, block, sampling, limit)
+        else:
+            state.drafter = None  # the head misses these positions: a later drafted turn re-primes it
+            rounds = self._plain(state, first, sampling)
+        for step in rounds:
+            yield step
+            if limit.done(step.tokens) or cancelled():
+                return
+
+    def _plain(self, state: DecodeState, pending, sampling: Sampling) -> Iterator[Step]:
+        """One target step per token, the next queued before the current token is read."""
+        import mlx.core as mx
+
+        def step(token):
+            result = self.target.verify(state.target, token, greedy=sampling.greedy)
+            self.target.commit(state.target, result, 1)
+            return result.tokens if sampling.greedy else sample(probabilities(result.logits, sampling))
+
+        state.ids.append(int(pending.item()))
+        nxt = step(pending)
+        mx.async_eval(nxt)
+        while True:
+            after = step(nxt)
+            mx.async_eval(after)
+            token = int(nxt.item())
+            state.ids.append(token)  # the queued step fed it
+            yield Step([token], [False])
+            nxt = after
+
+    def _rounds(self, state: DecodeState, token: int, block: int, sampling: Sampling,
+                limit: "_Limit") -> Iterator[Step]:
+        import mlx.core as mx
+
+        target, drafter = state.target, state.drafter
+        pending = mx.array([[token]], dtype=mx.int32)
+        chain = block - 2
+        while True:
+            drafts, draft_probs = self.drafter.draft(drafter, block, sampling)
+            verified = self.target.verify(target, mx.concatenate([pending, drafts], axis=1), greedy=sampling.greedy)
+            if sampling.greedy:
+                mx.eval(verified.tokens, drafts)
+                proposed, targets = drafts[0].tolist(), verified.tokens[0].tolist()
+                accepted = 0
+                while accepted < block - 1 and proposed[accepted] == targets[accepted]:
+                    accepted += 1
+                out = proposed[:accepted] + [targets[accepted]]
+            else:
+                out, accepted = _speculative_sample(drafts, draft_probs,
+                                                    probabilities(verified.logits, sampling), block)
+            kept = limit.cut(out)
+            out = out[:kept]
+            self.target.commit(target, verified, kept)
+            state.ids.append(token)
+            state.ids.extend(out[:-1])
+            reuse = min(accepted, chain, kept - 1)
+            self.drafter.accept(drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
+                                verified.hidden[:, reuse:kept], sampling)
+            token = out[-1]
+            pending = mx.array([[token]], dtype=mx.int32)
+            from_draft = min(accepted, kept)
+            yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
+
+
+class _Limit:
+    """How many more tokens a reply may have, and which tokens end it."""
+
+    def __init__(self, left: int, stop_ids: set[int]):
+        self.left, self.stop_ids = left, stop_ids
+
+    def cut(self, tokens: list[int]) -> int:
+        """How many of ``tokens`` to keep: up to the first stop token, within the limit."""
+        keep = min(len(tokens), self.left)
+        for i, t in enumerate(tokens[:keep]):
+            if t in self.stop_ids:
+                return i + 1
+        return keep
+
+    def done(self, tokens: list[int]) -> bool:
+        self.left -= len(tokens)
+        return self.left <= 0 or tokens[-1] in self.stop_ids
+
+
+def _speculative_sample(drafts, draft_probs, target_probs, block: int) -> tuple[list[int], int]:
+    """The standard accept/resample rule over one block; returns (tokens, drafts accepted)."""
+    import mlx.core as mx
+
+    n = block - 1
+    picked = mx.take_along_axis(target_probs[0, :n], drafts[0][:, None], axis=-1)[:, 0]
+    proposed_p = mx.take_along_axis(draft_probs[0], drafts[0][:, None], axis=-1)[:, 0]
+    ratio = mx.minimum(picked / mx.maximum(proposed_p, 1e-30), 1.0)
+    coins = mx.random.uniform(shape=(n,))
+    mx.eval(ratio, coins, drafts)
+    proposed, ratio, coins = drafts[0].tolist(), ratio.tolist(), coins.tolist()
+    accepted = 0
+    while accepted < n and coins[accepted] < ratio[accepted]:
+        accepted += 1
+    if accepted < n:
+        residual = mx.maximum(target_probs[0, accepted] - draft_probs[0, accepted], 0.0)
+        total = residual.sum()
+        residual = mx.where(total > 0, residual / mx.maximum(total, 1e-30), target_probs[0, accepted])
+        last = sample(residual[None])
+    else:
+        last = sample(target_probs[:, n])
+    return proposed[:accepted] + [int(last.item())], accepted

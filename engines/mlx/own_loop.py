@@ -1,0 +1,90 @@
+"""A reply's phases on specchat's own compiled decode loop (``decode_loop: specchat``).
+
+The conversation keeps its ``DecodeState`` between turns and phases, so a next
+turn or the answer after a budget cut feeds only its new tokens. A new
+conversation starts from the system prompt's snapshot when it matches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .decoding import Decoder, DecodeState, Sampling
+
+
+@dataclass
+class PrefixSnapshot:
+    """The state after a prompt prefix (the system prompt), shared by new conversations."""
+
+    ids: list[int]
+    state: DecodeState
+
+    def start(self, ids: list[int]) -> DecodeState | None:
+        if len(ids) > len(self.ids) and ids[: len(self.ids)] == self.ids:
+            return self.state.snapshot()
+        return None
+
+
+class OwnLoop:
+    name = "specchat"
+
+    def __init__(self, decoder: Decoder, stop_ids: set[int], prefix: PrefixSnapshot | None = None):
+        self.decoder = decoder
+        self.stop_ids = stop_ids
+        self.prefix = prefix
+
+    def phase(self, gen, input_ids: list[int], max_tokens: int) -> str:
+        from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
+
+        options, conversation = gen.options, gen.conversation
+        state = self._state_for(conversation.decode, input_ids)
+        if gen.first_phase:
+            gen.first_phase = False
+            gen.meter.cached_tokens = len(state.ids)
+        sampling = Sampling(options.temperature, options.top_p)
+        conversation.decode = None  # until the feed completes, the cache matches no ids
+        first = self.decoder.feed(state, input_ids, options.prefill_step_size, sampling,
+                                  cancelled=lambda: gen.cancelled)
+        if first is None:
+            return "cancelled"
+        conversation.decode = state
+        detokenizer = make_streaming_detokenizer(gen.loaded.processor)
+        generated: list[int] = []
+        finish = "length"
+        try:
+            steps = self.decoder.decode(
+                state, first, max_tokens=max_tokens, block=options.draft_block_size if gen.speculative else 1,
+                sampling=sampling, stop_ids=self.stop_ids, cancelled=lambda: gen.cancelled,
+            )
+            for step in steps:
+                round_info = () if step.accepted is None else (step.accepted,)
+                if step.accepted is not None:
+                    gen.rounds.append((step.accepted, step.proposed))
+                for i, (token, drafted) in enumerate(zip(step.tokens, step.drafted)):
+                    generated.append(token)
+                    if token in self.stop_ids:
+                        finish = "stop"
+                        gen.deliver("", rounds=round_info)
+                        break
+                    thinking = gen.splitter.thinking
+                    detokenizer.add_token(token)
+                    last = i == len(step.tokens) - 1
+                    gen.deliver(detokenizer.last_segment, drafted, round_info if last else ())
+                    gen.counted(thinking)
+            if finish != "stop" and gen.cancelled:
+                finish = "cancelled"
+        finally:
+            detokenizer.finalize()
+            gen.deliver(detokenizer.last_segment)
+            conversation.ids = input_ids + generated
+        return finish
+
+    def live_rounds(self, gen) -> list[tuple[int, int]]:
+        return []  # each round is added to ``gen.rounds`` as it ends
+
+    def _state_for(self, state: DecodeState | None, ids: list[int]) -> DecodeState:
+        """The conversation's state if ``ids`` extend it, else the prefix snapshot's, else a new one."""
+        if state is not None and len(ids) > len(state.ids) and ids[: len(state.ids)] == state.ids:
+            return state
+        started = self.prefix.start(ids) if self.prefix is not None else None
+        return started or self.decoder.new_state()

@@ -1,0 +1,392 @@
+"""Qwen 3.5 forward passes as pure, compiled functions over fixed-size caches.
+
+mlx-vlm's modules hold the weights; this module only changes how a step is
+run. Each cache is a plain array: attention keys and values live in buffers of
+a fixed capacity written at a position (so a rejected draft is undone by not
+advancing the offset), and the gated-delta layers return their recurrent state
+after every position of a block (so partial acceptance picks the state after
+the last kept token instead of recomputing it). Nothing here copies a cache or
+waits for the device: a whole step is one compiled graph, evaluated when the
+caller needs a token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+CAPACITY_STEP = 1024  # attention buffers grow by this many positions
+SHORT_FEED = 16  # feeds up to this long run the per-position recurrence, not the chunked scan
+
+
+def _mx():
+    import mlx.core as mx
+
+    return mx
+
+
+@dataclass
+class TargetCaches:
+    """The target's whole state after ``offset`` tokens."""
+
+    offset: int
+    capacity: int
+    layers: list[tuple[Any, Any]]  # attention: (keys, values) buffers; linear: (conv, ssm) state
+
+    def snapshot(self) -> "TargetCaches":
+        """A copy that later steps leave alone: arrays are values, so the first write copies."""
+        return TargetCaches(self.offset, self.capacity, list(self.layers))
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes + b.nbytes for a, b in self.layers)
+
+
+@dataclass
+class DrafterCaches:
+    """The MTP head's attention buffers and the seed of its next draft.
+
+    Slot ``i`` of the buffers is also the entry's rotary position: only
+    distances between entries matter to attention.
+    """
+
+    offset: int
+    capacity: int
+    layers: list[tuple[Any, Any]]
+    seed_token: Any = None  # (1, 1) int32: the head's guess for the token after the last bonus
+    seed_hidden: Any = None  # (1, 1, D): the head's hidden state that produced it
+    chained: int = 0  # entries the last draft appended, not yet confirmed by a verify
+    seed_probs: Any = None  # (1, 1, V) when sampling: the distribution the seed was drawn from
+
+    def snapshot(self) -> "DrafterCaches":
+        return DrafterCaches(self.offset, self.capacity, list(self.layers), self.seed_token, self.seed_hidden,
+                             self.chained, self.seed_probs)
+
+    def nbytes(self) -> int:
+        return sum(a.nbytes + b.nbytes for a, b in self.layers)
+
+
+@dataclass
+class VerifyResult:
+    hidden: Any  # (1, L, D) final-norm hidden states
+    tokens: Any  # (1, L) greedy targets, or None when sampling
+    logits: Any  # (1, L, V) when sampling, else None
+    layers: list[tuple[Any, Any]]  # attention buffers written; linear: (conv input, states per position)
+
+
+def _attention_mask(positions, capacity: int):
+    mx = _mx()
+    return mx.arange(capacity)[None, :] <= positions[0][:, None]
+
+
+def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask):
+    """One Qwen 3.5 attention block over a buffer; returns (output, keys, values)."""
+    mx = _mx()
+    B, L, _ = x.shape
+    q_out = attn.q_proj(x)
+    queries, gate = mx.split(q_out.reshape(B, L, attn.num_attention_heads, -1), 2, axis=-1)
+    gate = gate.reshape(B, L, -1)
+    queries = attn.q_norm(queries).transpose(0, 2, 1, 3)
+    keys = attn.k_norm(attn.k_proj(x).reshape(B, L, attn.num_key_value_heads, -1)).transpose(0, 2, 1, 3)
+    values = attn.v_proj(x).reshape(B, L, attn.num_key_value_heads, -1).transpose(0, 2, 1, 3)
+    queries, keys = attn.rotary_emb.apply_rotary(queries, keys, position_ids, unsqueeze_dim=1)
+    at = positions[0, :1]
+    keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
+    values_buf = mx.slice_update(values_buf, values.astype(values_buf.dtype), at, axes=(2,))
+    out = mx.fast.scaled_dot_product_attention(queries, keys_buf, values_buf, scale=attn.scale, mask=mask)
+    out = out.transpose(0, 2, 1, 3).reshape(B, L, -1)
+    return attn.o_proj(out * mx.sigmoid(gate)), keys_buf, values_buf
+
+
+def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
+    """One gated-delta block; returns (output, conv input, final or per-position states)."""
+    import mlx.nn as nn
+    from mlx_vlm.models.qwen3_5.gated_delta import gated_delta_update, gated_delta_update_with_states
+
+    mx = _mx()
+    B, L, _ = x.shape
+    mixed = la.in_proj_qkv(x)
+    z = la.in_proj_z(x).reshape(B, L, -1, la.head_v_dim)
+    b, a = la._project_gates(x)
+    conv_input = mx.concatenate([conv_state.astype(mixed.dtype), mixed], axis=1)
+    conv_out = nn.silu(la.conv1d(conv_input))
+    q, k, v = [
+        t.reshape(B, L, h, d)
+        for t, h, d in zip(
+            mx.split(conv_out, [la.key_dim, 2 * la.key_dim], -1),
+            [la.num_k_heads, la.num_k_heads, la.num_v_heads],
+            [la.head_k_dim, la.head_k_dim, la.head_v_dim],
+        )
+    ]
+    q, k = la._normalize_qk(q, k)
+    if with_states:
+        y, _, states = gated_delta_update_with_states(q, k, v, a, b, la.A_log, la.dt_bias, ssm_state)
+    else:
+        y, states = gated_delta_update(q, k, v, a, b, la.A_log, la.dt_bias, state=ssm_state)
+    out = la.out_proj(la.norm(y, z).reshape(B, L, -1))
+    return out, conv_input, states
+
+
+class TargetStepper:
+    """The target model's forward as compiled functions: one per (block length, capacity, kind)."""
+
+    def __init__(self, model):
+        lm = getattr(model, "language_model", model)
+        self.lm = lm
+        self.layers = lm.model.layers
+        self.embed = lm.model.embed_tokens
+        self.norm = lm.model.norm
+        first = next(layer for layer in self.layers if not layer.is_linear).self_attn
+        self.kv_heads, self.head_dim = first.num_key_value_heads, first.head_dim
+        linear = next((layer.linear_attn for layer in self.layers if layer.is_linear), None)
+        self.conv_width = linear.conv_kernel_size - 1 if linear else 0
+        self.conv_dim = linear.conv_dim if linear else 0
+        self.ssm_shape = (linear.num_v_heads, linear.head_v_dim, linear.head_k_dim) if linear else ()
+        self.dtype = self.embed.weight.dtype if hasattr(self.embed, "weight") else _mx().float32
+        if self.dtype not in (_mx().float32, _mx().float16, _mx().bfloat16):
+            self.dtype = _mx().bfloat16  # a quantized embedding's scales give no activation dtype
+        self._compiled: dict[tuple, Any] = {}
+
+    def head(self, hidden):
+        return self.lm.speculative_logits_from_hidden(hidden)
+
+    def new_caches(self, capacity: int = CAPACITY_STEP) -> TargetCaches:
+        mx = _mx()
+        layers = []
+        for layer in self.layers:
+            if layer.is_linear:
+                layers.append((mx.zeros((1, self.conv_width, self.conv_dim), dtype=self.dtype),
+                               mx.zeros((1, *self.ssm_shape), dtype=mx.float32)))
+            else:
+                shape = (1, self.kv_heads, capacity, self.head_dim)
+                layers.append((mx.zeros(shape, dtype=self.dtype), mx.zeros(shape, dtype=self.dtype)))
+        return TargetCaches(0, capacity, layers)
+
+    def reserve(self, caches: TargetCaches, needed: int) -> None:
+        """Grow the attention buffers so ``needed`` positions fit."""
+        if needed <= caches.capacity:
+            return
+        mx = _mx()
+        capacity = -(-needed // CAPACITY_STEP) * CAPACITY_STEP
+        grown = []
+        for layer, (a, b) in zip(self.layers, caches.layers):
+            if layer.is_linear:
+                grown.append((a, b))
+            else:
+                pad = [(0, 0), (0, 0), (0, capacity - caches.capacity), (0, 0)]
+                grown.append((mx.pad(a, pad), mx.pad(b, pad)))
+        caches.layers, caches.capacity = grown, capacity
+
+    def _forward(self, tokens, positions, layers, *, with_states: bool, greedy: bool, capacity: int):
+        mx = _mx()
+        h = self.embed(tokens)
+        position_ids = mx.broadcast_to(positions[None], (3, *positions.shape))
+        mask = _attention_mask(positions, capacity)
+        out_layers = []
+        for layer, (a, b) in zip(self.layers, layers):
+            x = layer.input_layernorm(h)
+            if layer.is_linear:
+                r, a, b = _gated_delta(layer.linear_attn, x, a, b, with_states)
+            else:
+                r, a, b = _attend(layer.self_attn, x, positions, position_ids, a, b, mask)
+            out_layers.append((a, b))
+            h = h + r
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        hidden = self.norm(h)
+        logits = self.head(hidden)
+        if greedy:
+            return hidden, mx.argmax(logits, axis=-1).astype(mx.int32), out_layers
+        return hidden, logits, out_layers
+
+    def _function(self, length: int, capacity: int, with_states: bool, greedy: bool):
+        key = (length, capacity, with_states, greedy)
+        fn = self._compiled.get(key)
+        if fn is None:
+            mx = _mx()
+
+            def step(tokens, positions, layers):
+                return self._forward(tokens, positions, layers, with_states=with_states, greedy=greedy,
+                                     capacity=capacity)
+
+            fn = self._compiled[key] = mx.compile(step)
+        return fn
+
+    def verify(self, caches: TargetCaches, tokens, greedy: bool = True) -> VerifyResult:
+        """Run ``tokens`` (1, L) after ``caches.offset``; the caches are not advanced (see ``commit``)."""
+        mx = _mx()
+        length = tokens.shape[1]
+        self.reserve(caches, caches.offset + length)
+        positions = (mx.arange(length, dtype=mx.int32) + caches.offset)[None]
+        fn = self._function(length, caches.capacity, True, greedy)
+        hidden, out, layers = fn(tokens, positions, caches.layers)
+        return VerifyResult(hidden, out if greedy else None, None if greedy else out, layers)
+
+    def commit(self, caches: TargetCaches, result: VerifyResult, kept: int) -> None:
+        """Keep the first ``kept`` positions of a verified block."""
+        layers = []
+        for layer, (a, b) in zip(self.layers, result.layers):
+            if layer.is_linear:
+                layers.append((a[:, kept : kept + self.conv_width], b[:, kept - 1]))
+            else:
+                layers.append((a, b))
+        caches.layers = layers
+        caches.offset += kept
+
+    def prefill(self, caches: TargetCaches, ids: list[int], chunk: int, cancelled=lambda: False):
+        """Feed ``ids``; returns the hidden states of every fed position (1, n, D), or None if cancelled."""
+        mx = _mx()
+        self.reserve(caches, caches.offset + len(ids))
+        hiddens, step = [], chunk or len(ids)
+        for start in range(0, len(ids), step):
+            if cancelled():
+                return None
+            part = mx.array([ids[start : start + step]], dtype=mx.int32)
+            positions = (mx.arange(part.shape[1], dtype=mx.int32) + caches.offset)[None]
+            short = part.shape[1] <= SHORT_FEED
+            if short:
+                hidden, _, layers = self._function(part.shape[1], caches.capacity, True, True)(
+                    part, positions, caches.layers)
+            else:  # prompt lengths vary: compiling each would cost more than it saves
+                hidden, _, layers = self._forward(part, positions, caches.layers, with_states=False, greedy=True,
+                                                  capacity=caches.capacity)
+            caches.layers = [
+                (a[:, -self.conv_width :], b[:, -1] if short else b) if layer.is_linear else (a, b)
+                for layer, (a, b) in zip(self.layers, layers)
+            ]
+            caches.offset += part.shape[1]
+            hiddens.append(hidden)
+            mx.eval(hidden, caches.layers)
+        return mx.concatenate(hiddens, axis=1) if len(hiddens) > 1 else hiddens[0]
+
+
+class DrafterStepper:
+    """The MTP head (mlx-vlm's Qwen3_5MTPDraftModel weights) as compiled draft and accept steps.
+
+    The head reads (embedding of token i+1, target hidden at i) and predicts
+    token i+2. Drafting chains its own hidden state, as mlx-vlm's drafter does
+    (and as the bundled demo head was trained); accepted chain entries stay in
+    its cache, the rest are dropped by moving the offset back.
+    """
+
+    def __init__(self, drafter, target: TargetStepper):
+        self.drafter = drafter
+        self.target = target
+        self.layers = drafter.layers
+        attn = self.layers[0].self_attn
+        self.kv_heads, self.head_dim = attn.num_key_value_heads, attn.head_dim
+        self.embed_scale = float(getattr(target.lm.model, "embed_scale", 1.0))
+        self._compiled: dict[tuple, Any] = {}
+
+    def new_caches(self, capacity: int = CAPACITY_STEP) -> DrafterCaches:
+        mx = _mx()
+        shape = (1, self.kv_heads, capacity, self.head_dim)
+        dtype = self.target.dtype
+        return DrafterCaches(0, capacity, [(mx.zeros(shape, dtype=dtype), mx.zeros(shape, dtype=dtype))
+                                           for _ in self.layers])
+
+    def reserve(self, caches: DrafterCaches, needed: int) -> None:
+        if needed <= caches.capacity:
+            return
+        mx = _mx()
+        capacity = -(-needed // CAPACITY_STEP) * CAPACITY_STEP
+        pad = [(0, 0), (0, 0), (0, capacity - caches.capacity), (0, 0)]
+        caches.layers = [(mx.pad(a, pad), mx.pad(b, pad)) for a, b in caches.layers]
+        caches.capacity = capacity
+
+    def _head(self, tokens, hidden, write_at, layers, capacity):
+        """The head over L (token, hidden) pairs written at ``write_at``; returns (hidden out, layers)."""
+        mx = _mx()
+        d = self.drafter
+        embed = self.target.embed(tokens) * self.embed_scale
+        h = d.fc(mx.concatenate([d.pre_fc_norm_embedding(embed), d.pre_fc_norm_hidden(hidden)], axis=-1))
+        slots = (write_at + mx.arange(tokens.shape[1], dtype=mx.int32))[None]
+        mask = _attention_mask(slots, capacity)
+        out_layers = []
+        for layer, (a, b) in zip(self.layers, layers):
+            r, a, b = _attend(layer.self_attn, layer.input_layernorm(h), slots, slots, a, b, mask)
+            out_layers.append((a, b))
+            h = h + r
+            h = h + layer.mlp(layer.post_attention_layernorm(h))
+        return d.norm(h), out_layers
+
+    def _draft_fn(self, steps: int, capacity: int, sampling):
+        key = ("draft", steps, capacity, sampling.temperature, sampling.top_p)
+        fn = self._compiled.get(key)
+        if fn is None:
+            mx = _mx()
+            from .decoding import probabilities
+
+            def draft(seed_token, seed_hidden, write_at, layers, keys):
+                tokens, probs, tok, h = [seed_token], [], seed_token, seed_hidden
+                for i in range(steps):
+                    h, layers = self._head(tok, h, write_at + i, layers, capacity)
+                    logits = self.target.head(h)
+                    if sampling.greedy:
+                        tok = mx.argmax(logits, axis=-1).astype(mx.int32)
+                    else:
+                        p = probabilities(logits, sampling)
+                        tok = mx.random.categorical(mx.log(p), axis=-1, key=keys[i]).astype(mx.int32)
+                        probs.append(p)
+                    tokens.append(tok)
+                return mx.concatenate(tokens, axis=1), probs, layers
+
+            fn = self._compiled[key] = mx.compile(draft)
+        return fn
+
+    def _accept_body(self, tokens, hidden, write_at, layers, capacity):
+        h, layers = self._head(tokens, hidden, write_at, layers, capacity)
+        last = h[:, -1:]
+        return self.target.head(last), last, layers
+
+    def _accept_fn(self, length: int, capacity: int):
+        if length > SHORT_FEED:  # a prompt's length: compiling each would cost more than it saves
+            return lambda *args: self._accept_body(*args, capacity)
+        key = ("accept", length, capacity)
+        fn = self._compiled.get(key)
+        if fn is None:
+            fn = self._compiled[key] = _mx().compile(lambda *args: self._accept_body(*args, capacity))
+        return fn
+
+    def draft(self, caches: DrafterCaches, block: int, sampling):
+        """``block - 1`` draft tokens (1, block-1), the seed first, and their draft
+        probabilities (1, block-1, V) when sampling (None when greedy)."""
+        mx = _mx()
+        steps = block - 2
+        caches.chained = steps
+        probs = [caches.seed_probs] if not sampling.greedy else []
+        if steps == 0:
+            tokens = caches.seed_token
+        else:
+            self.reserve(caches, caches.offset + steps)
+            fn = self._draft_fn(steps, caches.capacity, sampling)
+            keys = mx.random.split(mx.random.key(0) if sampling.greedy else _next_key(), steps)
+            tokens, chained, caches.layers = fn(caches.seed_token, caches.seed_hidden,
+                                                mx.array(caches.offset, dtype=mx.int32), caches.layers, keys)
+            probs += chained
+            caches.offset += steps
+        return tokens, (mx.concatenate(probs, axis=1) if probs else None)
+
+    def accept(self, caches: DrafterCaches, keep_chained: int, tokens, hidden, sampling) -> None:
+        """After a verify: keep ``keep_chained`` of the last draft's chain entries, then
+        read the true (next token, target hidden) pairs ``tokens`` (1, n), ``hidden`` (1, n, D)."""
+        mx = _mx()
+        from .decoding import probabilities, sample
+
+        caches.offset -= caches.chained - keep_chained
+        caches.chained = 0
+        length = tokens.shape[1]
+        self.reserve(caches, caches.offset + length)
+        fn = self._accept_fn(length, caches.capacity)
+        logits, caches.seed_hidden, caches.layers = fn(
+            tokens, hidden, mx.array(caches.offset, dtype=mx.int32), caches.layers)
+        if sampling.greedy:
+            caches.seed_token, caches.seed_probs = mx.argmax(logits, axis=-1).astype(mx.int32), None
+        else:
+            caches.seed_probs = probabilities(logits, sampling)
+            caches.seed_token = sample(caches.seed_probs)
+        caches.offset += length
+
+
+def _next_key():
+    """A fresh key from MLX's global generator, so ``mx.random.seed`` makes drafts reproducible."""
+    mx = _mx()
+    return mx.random.randint(0, 2**31 - 1, shape=(2,)).astype(mx.uint32)

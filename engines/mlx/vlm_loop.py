@@ -1,0 +1,82 @@
+"""A reply's phases on mlx-vlm's own ``stream_generate`` loop (``decode_loop: mlx-vlm``).
+
+Kept for comparison with specchat's loop and for drafters it does not run
+(separate DFlash or EAGLE-3 checkpoints).
+"""
+
+from __future__ import annotations
+
+
+class VlmLoop:
+    name = "mlx-vlm"
+
+    def __init__(self, apc_manager=None):
+        self.apc_manager = apc_manager
+        self._live = False  # the drafter's lists hold this phase's rounds (not yet folded in)
+
+    def phase(self, gen, input_ids: list[int], max_tokens: int) -> str:
+        import mlx.core as mx
+        from mlx_vlm import stream_generate
+
+        options, loaded = gen.options, gen.loaded
+        kwargs = {
+            "input_ids": mx.array([input_ids]),
+            "max_tokens": max_tokens,
+            "temperature": options.temperature,
+            "top_p": options.top_p,
+            "prefill_step_size": options.prefill_step_size or None,
+            "prompt_cache_state": gen.conversation.state,
+        }
+        if self.apc_manager is not None:
+            kwargs["apc_manager"] = self.apc_manager
+        if gen.speculative:
+            kwargs.update(draft_model=loaded.drafter, draft_kind=loaded.drafter_kind,
+                          draft_block_size=options.draft_block_size)
+        stream = stream_generate(loaded.model, loaded.processor, "", **kwargs)
+        finish = "length"
+        try:
+            for chunk in stream:
+                if gen.cancelled:
+                    return "cancelled"
+                self._live = True  # the library reset the drafter's lists before its first token
+                if gen.first_phase:
+                    gen.first_phase = False
+                    gen.meter.cached_tokens = int(chunk.cached_tokens or 0)
+                if chunk.finish_reason is not None:
+                    # The final chunk repeats the last token and carries the detokenizer's
+                    # tail. The loop runs on: after it the library stores the prompt cache.
+                    gen.deliver(chunk.text)
+                    finish = chunk.finish_reason
+                    continue
+                thinking = gen.splitter.thinking
+                gen.deliver(chunk.text)
+                gen.counted(thinking)
+            self._reconcile_cache(gen.conversation)
+            return finish
+        finally:
+            stream.close()
+            # The drafter's per-round lists start afresh with the next phase.
+            gen.rounds += self.live_rounds(gen)
+            self._live = False
+
+    def live_rounds(self, gen) -> list[tuple[int, int]]:
+        drafter = gen.loaded.drafter
+        if not (gen.speculative and self._live):
+            return []
+        return [(int(a), int(d)) for a, d in zip(drafter.accept_lens, drafter.draft_lens)]
+
+    @staticmethod
+    def _reconcile_cache(conversation) -> None:
+        """Make the stored ids match what the cache holds.
+
+        After a speculative run the library stores the last sampled token though
+        the cache has not processed it yet; reusing that would skip the token.
+        Shortening the library's ids (the conversation keeps them all) makes the
+        next prompt feed that token instead.
+        """
+        state = conversation.state
+        conversation.ids = list(state.token_ids or [])
+        offsets = [getattr(c, "offset", None) for c in state.cache or []]
+        cached = max((o for o in offsets if isinstance(o, int)), default=None)
+        if cached is not None and cached < len(conversation.ids):
+            state.token_ids = conversation.ids[:cached]
