@@ -1,0 +1,233 @@
+"""specchat's own draft/verify loop: identical greedy output, exact rollback, exact sampling, prompt stops."""
+
+import math
+import threading
+from pathlib import Path
+
+import pytest
+
+from engines import Answer, Done, GenerationOptions, Message, Thinking, Turn, guarded
+from engines.mlx.decoding import Decoder, Sampling
+from engines.mlx.loading import load_drafter, load_model
+
+DEMO = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
+BLOCKS = (2, 3, 4, 5, 6)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model):
+    loaded = load_model(str(tiny_model))
+    load_drafter(loaded, None)
+    return loaded
+
+
+@pytest.fixture(scope="module")
+def demo():
+    loaded = load_model(str(DEMO))
+    load_drafter(loaded, None)
+    return loaded
+
+
+def _prompt(loaded, text="What is 347 + 589?", thinking=True):
+    from engines.mlx.prompts import PromptBuilder
+
+    return PromptBuilder(loaded).conversation_ids("You are a helpful assistant.", [Message("user", text)], thinking)
+
+
+def _generate(decoder, ids, block, max_tokens=96, stop_ids=frozenset(), state=None):
+    state = state or decoder.new_state()
+    first = decoder.feed(state, ids, 0, Sampling())
+    tokens, rounds = [], []
+    for step in decoder.decode(state, first, max_tokens=max_tokens, block=block, sampling=Sampling(),
+                               stop_ids=set(stop_ids), cancelled=lambda: False):
+        tokens += step.tokens
+        if step.accepted is not None:
+            rounds.append(step.accepted)
+    return tokens, rounds, state
+
+
+@pytest.mark.parametrize("which", ["tiny", "demo"])
+def test_greedy_output_identical_at_every_block(which, request):
+    loaded = request.getfixturevalue(which)
+    decoder = Decoder(loaded.model, loaded.drafter)
+    ids = _prompt(loaded)
+    plain, rounds, _ = _generate(decoder, ids, 1)
+    assert rounds == [] and len(plain) == 96
+    for block in BLOCKS:
+        tokens, rounds, _ = _generate(decoder, ids, block)
+        assert tokens == plain, f"block {block} diverged at {next(i for i, (a, b) in enumerate(zip(tokens, plain)) if a != b)}"
+        assert rounds and max(rounds) <= block - 1
+
+
+def test_own_loop_matches_mlx_vlm_greedy(demo):
+    import mlx.core as mx
+    from mlx_vlm import stream_generate
+
+    ids = _prompt(demo)
+    theirs = [c.token for c in stream_generate(demo.model, demo.processor, "", input_ids=mx.array([ids]),
+                                               max_tokens=64, temperature=0.0) if c.finish_reason is None]
+    ours, _, _ = _generate(Decoder(demo.model, demo.drafter), ids, 4, max_tokens=64)
+    assert ours[: len(theirs)] == theirs
+
+
+def test_demo_model_drafts_pay_off_in_acceptance(demo):
+    """The bundled head drafts the body's tokens: most rounds keep every draft."""
+    _, rounds, _ = _generate(Decoder(demo.model, demo.drafter), _prompt(demo), 4, max_tokens=80)
+    assert sum(rounds) / (3 * len(rounds)) > 0.7
+
+
+def test_rollback_after_partial_acceptance_equals_a_fresh_prefill(tiny):
+    """Reject the drafts after the first: the recurrent and attention state must be the accepted tokens' own."""
+    import mlx.core as mx
+
+    decoder = Decoder(tiny.model, None)
+    target = decoder.target
+    ids = _prompt(tiny, thinking=False)
+    state = decoder.new_state()
+    first = decoder.feed(state, ids, 0, Sampling())
+    mx.eval(first)
+    good = target.verify(state.target, first)
+    nxt = int(good.tokens[0, 0].item())
+    # A block of the pending token, one right draft and two wrong ones; keep two positions.
+    block = mx.array([[int(first.item()), nxt, 7, 9]], dtype=mx.int32)
+    verified = target.verify(state.target, block)
+    target.commit(state.target, verified, 2)
+    fresh = decoder.new_state()
+    decoder.feed(fresh, ids + [int(first.item()), nxt], 0, Sampling())
+    assert state.target.offset == fresh.target.offset == len(ids) + 2
+    for layer, (a, b), (fa, fb) in zip(target.layers, state.target.layers, fresh.target.layers):
+        if layer.is_linear:
+            assert mx.allclose(a, fa, atol=1e-5).item() and mx.allclose(b, fb, atol=1e-4).item()
+        else:
+            n = fresh.target.offset
+            assert mx.allclose(a[:, :, :n], fa[:, :, :n], atol=1e-5).item()
+    probe = mx.array([[11]], dtype=mx.int32)
+    after_rollback = target.verify(state.target, probe, greedy=False).logits
+    after_fresh = target.verify(fresh.target, probe, greedy=False).logits
+    assert mx.allclose(after_rollback, after_fresh, atol=1e-4).item()
+
+
+def _chi_square_z(counts: dict[int, int], probs: dict[int, float], n: int) -> float:
+    """Pearson's statistic against ``probs`` as a z-score (categories under 5 expected are pooled)."""
+    pooled_obs = pooled_exp = 0.0
+    stat, df = 0.0, -1
+    for token, p in probs.items():
+        expected = p * n
+        if expected < 5:
+            pooled_obs += counts.get(token, 0)
+            pooled_exp += expected
+            continue
+        stat += (counts.get(token, 0) - expected) ** 2 / expected
+        df += 1
+    pooled_obs += sum(c for t, c in counts.items() if t not in probs)
+    pooled_exp += n - sum(probs.values()) * n
+    if pooled_exp >= 5:
+        stat += (pooled_obs - pooled_exp) ** 2 / pooled_exp
+        df += 1
+    return (stat - df) / math.sqrt(2 * df)
+
+
+def test_speculative_sampling_follows_the_target_distribution(tiny):
+    """The token after a round's first position is drawn from the target's own distribution."""
+    import mlx.core as mx
+
+    from engines.mlx.decoding import probabilities, sample
+
+    sampling = Sampling(temperature=0.7, top_p=0.9)
+    decoder = Decoder(tiny.model, tiny.drafter)
+    ids = _prompt(tiny, thinking=False)
+    start = decoder.new_state()
+    first = decoder.feed(start, ids, 0, sampling)
+    fixed = mx.array([[int(first.item())]], dtype=mx.int32)
+    fresh = decoder.new_state()  # the target's own distribution after ``fixed``
+    hidden = decoder.target.prefill(fresh.target, ids + [int(fixed.item())], 0)
+    target = probabilities(decoder.target.head(hidden[:, -1:]), sampling)[0, 0]
+    probs = {i: p for i, p in enumerate(target.tolist()) if p > 0}
+    mx.random.seed(1)
+    n, counts = 1500, {}
+    for _ in range(n):
+        state = start.snapshot()
+        state.drafter.seed_token = sample(state.drafter.seed_probs)  # each round draws its own first draft
+        steps = decoder.decode(state, fixed, max_tokens=2, block=3, sampling=sampling, stop_ids=set(),
+                               cancelled=lambda: False)
+        next(steps)
+        token = next(steps).tokens[0]
+        counts[token] = counts.get(token, 0) + 1
+    assert set(counts) <= set(probs), "sampled a token the target gives no mass"
+    assert abs(_chi_square_z(counts, probs, n)) < 4.5
+
+
+def _engine_reply(engine, text, options, conversation="c", cancel_after=None):
+    turn = Turn(id="t", conversation_id=conversation, messages=[Message("user", text)], options=options)
+    parts, done, seen = [], None, 0
+    for event in guarded(engine.stream(turn)):
+        if isinstance(event, (Thinking, Answer)):
+            parts.append(event.text)
+            seen += 1
+            if cancel_after is not None and seen == cancel_after:
+                turn.cancel.set()
+        elif isinstance(event, Done):
+            done = event
+    return "".join(parts), done
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from engines.mlx.engine import MlxEngine
+
+    engine = MlxEngine(str(DEMO))
+    engine.load(GenerationOptions())
+    yield engine
+    engine.unload()
+
+
+def test_engine_identical_across_budget_cut_and_next_turn(engine):
+    """Through the engine: a thinking budget cut mid-thought and a next turn on the cache, at every block."""
+    results = {}
+    for block in (1, *BLOCKS):
+        options = GenerationOptions(reasoning_budget=12, max_tokens=48, speculative=block > 1,
+                                    draft_block_size=max(block, 2), temperature=0.0)
+        conversation = f"budget-{block}"
+        first, done = _engine_reply(engine, "What is 347 + 589?", options, conversation)
+        assert done.finish_reason in ("stop", "length") and done.stats["thinking_tokens"] == 12
+        engine_turn = Turn(id="t2", conversation_id=conversation,
+                           messages=[Message("user", "What is 347 + 589?"), Message("assistant", first),
+                                     Message("user", "What is 12 + 30?")], options=options)
+        second, done2 = [], None
+        for event in guarded(engine.stream(engine_turn)):
+            if isinstance(event, (Thinking, Answer)):
+                second.append(event.text)
+            elif isinstance(event, Done):
+                done2 = event
+        assert done2.stats["cached_tokens"] > 0, "the next turn did not reuse the conversation's cache"
+        results[block] = (first, "".join(second))
+        if block > 1:
+            assert done.stats["rounds"] > 0 and done.stats["accepted_hist"] is not None
+    for block in BLOCKS:
+        assert results[block] == results[1], f"block {block} differs"
+
+
+def test_mlx_vlm_loop_still_selectable_and_identical(engine):
+    options = GenerationOptions(reasoning_budget=0, max_tokens=40, temperature=0.0)
+    ours, _ = _engine_reply(engine, "What is 12 + 30?", options, "own")
+    theirs, done = _engine_reply(engine, "What is 12 + 30?", options.updated({"decode_loop": "mlx-vlm"}), "vlm")
+    assert done.finish_reason == "stop" and ours == theirs
+
+
+def test_stop_takes_effect_within_one_round(engine):
+    options = GenerationOptions(reasoning_budget=400, max_tokens=400, draft_block_size=6, temperature=0.0)
+    text, done = _engine_reply(engine, "Count the letters in strawberry", options, "stop", cancel_after=1)
+    assert done.finish_reason == "cancelled"
+    # One delta seen, then at most the round in flight (6 tokens) and a delta batch's worth of its text.
+    assert done.stats["tokens"] <= 1 + 6 + 6
+
+
+def test_stop_during_prefill_ends_the_reply(engine):
+    options = GenerationOptions(reasoning_budget=0, max_tokens=8, prefill_step_size=16)
+    turn = Turn(id="p", conversation_id="prefill", messages=[Message("user", "word " * 3000)], options=options)
+    timer = threading.Timer(0.05, turn.cancel.set)
+    timer.start()
+    events = list(guarded(engine.stream(turn)))
+    timer.cancel()
+    assert isinstance(events[-1], Done) and events[-1].finish_reason == "cancelled"
+    assert not any(isinstance(e, (Thinking, Answer)) for e in events)
