@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -92,3 +93,39 @@ def checkpoint_config(ids: dict[str, int], text_config: dict) -> dict:
         "vision_end_token_id": ids["<|vision_end|>"],
         "tie_word_embeddings": True,
     }
+
+
+def fresh_folder(out: str | Path) -> Path:
+    """``out`` as an empty folder (anything there before is removed)."""
+    out = Path(out)
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    return out
+
+
+def random_parameters(config: dict, seed: int) -> dict:
+    """mlx-vlm's own freshly initialised parameters for ``config``: the body's, and the MTP head's under
+    ``mtp.*`` (the key layout of a native checkpoint). MLX arrays are lazy: nothing is computed until saved."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from mlx_vlm.models.qwen3_5 import Model, ModelConfig
+    from mlx_vlm.speculative.drafters.qwen3_5_mtp.config import Qwen3_5MTPConfig
+    from mlx_vlm.speculative.drafters.qwen3_5_mtp.qwen3_5_mtp import Qwen3_5MTPDraftModel
+
+    mx.random.seed(seed)
+    weights = dict(tree_flatten(Model(ModelConfig.from_dict(config)).parameters()))
+    mtp = Qwen3_5MTPDraftModel(Qwen3_5MTPConfig.from_dict(config))
+    weights.update({f"mtp.{k}": v for k, v in tree_flatten(mtp.parameters())})
+    return weights
+
+
+def save_checkpoint(out: Path, config: dict, weights: dict) -> None:
+    """Write model.safetensors (MLX layout), config.json and generation_config.json into ``out``."""
+    import mlx.core as mx
+
+    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
+    (out / "config.json").write_text(json.dumps(config, indent=2))
+    (out / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": config["eos_token_id"], "do_sample": False})
+    )

@@ -11,12 +11,12 @@ weights are random: it proves the plumbing in seconds, offline.
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 from pathlib import Path
 
 from . import architecture
-from .checkpoint_files import bpe_trainer, checkpoint_config, save_tokenizer
+from .checkpoint_files import (
+    bpe_trainer, checkpoint_config, fresh_folder, random_parameters, save_checkpoint, save_tokenizer,
+)
 
 VOCAB_SIZE = 2048
 
@@ -51,19 +51,20 @@ def _corpus() -> list[str]:
     return lines
 
 
-def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE) -> dict[str, int]:
-    """Train the tokenizer; return the special tokens' ids and the real vocabulary size."""
+def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE, corpus: list[str] | None = None) -> dict[str, int]:
+    """Train a byte-level BPE on ``corpus`` (default: the small word list here); return the special
+    tokens' ids and the real vocabulary size."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = bpe_trainer(vocab_size)
-    tok.train_from_iterator(_corpus(), trainer=trainer)
+    tok.train_from_iterator(corpus or _corpus(), trainer=trainer)
     return save_tokenizer(tok, out)
 
 
-def _printable_mask(out: Path) -> list[float]:
+def word_mask(out: Path) -> list[float]:
     """1.0 for whole words (printable, with a leading space), 0.0 for the rest.
 
     Streaming detokenizers release text at word starts, so word tokens stream one by one.
@@ -82,32 +83,17 @@ def _printable_mask(out: Path) -> list[float]:
 def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
     """Write a complete tiny checkpoint to ``out`` (replacing it) and return its path."""
     import mlx.core as mx
-    from mlx.utils import tree_flatten
-    from mlx_vlm.models.qwen3_5 import Model, ModelConfig
-    from mlx_vlm.speculative.drafters.qwen3_5_mtp.config import Qwen3_5MTPConfig
-    from mlx_vlm.speculative.drafters.qwen3_5_mtp.qwen3_5_mtp import Qwen3_5MTPDraftModel
 
-    out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    out = fresh_folder(out)
     ids = build_tokenizer(out)
     # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
     config = checkpoint_config(ids, text_config(ids["vocab_size"]))
-    mx.random.seed(seed)
-    model = Model(ModelConfig.from_dict(config))
-    weights = dict(tree_flatten(model.parameters()))
+    weights = random_parameters(config, seed)
     # Random weights would often pick byte fragments that never decode to text. With tied
     # embeddings, a zero row gives a zero logit, so greedy decoding keeps to printable tokens.
     key = "language_model.model.embed_tokens.weight"
-    weights[key] = weights[key] * mx.array(_printable_mask(out))[:, None]
-    mtp = Qwen3_5MTPDraftModel(Qwen3_5MTPConfig.from_dict(config))
-    weights.update({f"mtp.{k}": v for k, v in tree_flatten(mtp.parameters())})
-    mx.save_safetensors(str(out / "model.safetensors"), weights, metadata={"format": "mlx"})
-    (out / "config.json").write_text(json.dumps(config, indent=2))
-    (out / "generation_config.json").write_text(
-        json.dumps({"eos_token_id": config["eos_token_id"], "do_sample": False})
-    )
+    weights[key] = weights[key] * mx.array(word_mask(out))[:, None]
+    save_checkpoint(out, config, weights)
     return out
 
 

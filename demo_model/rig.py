@@ -1,0 +1,176 @@
+"""A full-acceptance rig: a random-weight Qwen 3.5 checkpoint whose MTP head always agrees with the body.
+
+Every output projection that writes into the residual stream (attention ``o_proj``, gated-delta
+``linear_attn.out_proj``, MLP ``down_proj``) is zero, in the body and in the head, so each layer
+still does all its work but adds nothing: the body's final hidden state is ``norm(embed(t))`` for
+the last token t. The head's ``fc`` is ``[I | 0]``: it passes its normalised token embedding through
+and ignores the body's hidden state, and its layer adds nothing either, so it ends on the same
+direction. The norms on those paths have uniform weights (a loader's +1 shift keeps them uniform),
+so body and head see the same logits up to a positive factor. The untied LM head maps each word
+token to its successor on one long cycle through the vocabulary's words, with a margin of about
+sqrt(hidden) standard deviations, so the argmax agrees in bfloat16 too: every draft is accepted,
+and the output reads as a stream of distinct words. Every matrix has a real model's shape, so a
+step costs what a step of a model that shape costs.
+
+    python -m demo_model.rig OUT --size cpu|100m|717m|4b
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import architecture
+from .checkpoint_files import (
+    SPECIAL_TOKENS, checkpoint_config, fresh_folder, random_parameters, save_checkpoint,
+)
+from .tiny import build_tokenizer, word_mask
+
+# Output projections into the residual stream: zero, so no layer changes the token's embedding.
+ZEROED = (".self_attn.o_proj.weight", ".linear_attn.out_proj.weight", ".mlp.down_proj.weight")
+UNIFORM_NORMS = ("language_model.model.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.norm.weight")
+EMBED = "language_model.model.embed_tokens.weight"
+LM_HEAD = "language_model.lm_head.weight"
+
+
+@dataclass(frozen=True)
+class Shape:
+    hidden: int
+    layers: int
+    intermediate: int
+    vocab: int
+    dtype: str
+
+
+# The parameter counts (body, embeddings and LM head included) of the checkpoints measured on a GPU
+# before: 100M, 717M and 4.1B; ``cpu`` is a deep, narrow shape a 2-core CPU decodes at ~100 tok/s.
+SIZES = {
+    "cpu": Shape(hidden=384, layers=12, intermediate=1152, vocab=8192, dtype="float32"),
+    "100m": Shape(hidden=1024, layers=8, intermediate=2048, vocab=8192, dtype="float32"),
+    "717m": Shape(hidden=2048, layers=16, intermediate=4096, vocab=13056, dtype="bfloat16"),
+    "4b": Shape(hidden=4096, layers=24, intermediate=8192, vocab=14336, dtype="bfloat16"),
+}
+
+
+def text_config(*, hidden: int, layers: int, intermediate: int, vocab: int) -> dict:
+    """Qwen 3.5's layer pattern at this size: 3 gated-delta layers to 1 gated full-attention layer,
+    query heads of 128 (64 below hidden 1024), a quarter as many key-value heads, untied LM head."""
+    head_dim = 128 if hidden >= 1024 else 64
+    heads = max(1, hidden // head_dim)
+    linear_heads = max(1, hidden // 256)
+    return architecture.text_config(
+        vocab,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=max(1, heads // 4),
+        head_dim=head_dim,
+        linear_num_key_heads=linear_heads,
+        linear_num_value_heads=2 * linear_heads,
+        linear_key_head_dim=head_dim,
+        linear_value_head_dim=head_dim,
+        tie_word_embeddings=False,
+        # mrope_section sums to head_dim * partial_rotary_factor / 2.
+        rope_parameters={"type": "default", "mrope_section": [head_dim // 16, head_dim // 32, head_dim // 32],
+                         "rope_theta": 100000, "partial_rotary_factor": 0.25},
+    )
+
+
+def rig_config(ids: dict[str, int], **shape) -> dict:
+    config = checkpoint_config(ids, text_config(**shape))
+    config["tie_word_embeddings"] = False
+    return config
+
+
+def parameter_count(shape: Shape) -> tuple[int, int]:
+    """(body, MTP head) parameters of a rig of ``shape``, without building it (the unused vision stub
+    is left out). MLX arrays are lazy, so this allocates nothing."""
+    ids = {token: i for i, token in enumerate(SPECIAL_TOKENS)} | {"vocab_size": shape.vocab}
+    weights = random_parameters(rig_config(ids, hidden=shape.hidden, layers=shape.layers,
+                                           intermediate=shape.intermediate, vocab=shape.vocab), seed=0)
+    body = sum(v.size for k, v in weights.items() if k.startswith("language_model."))
+    head = sum(v.size for k, v in weights.items() if k.startswith("mtp."))
+    return body, head
+
+
+def _corpus(vocab: int, seed: int) -> list[str]:
+    """Pseudo-words, each seen three times: enough distinct merges for a BPE of ``vocab`` tokens."""
+    rng = random.Random(seed)
+    letters = "etaoinshrdlcumwfgypbvkjxqz"
+    words = ["".join(rng.choice(letters) for _ in range(rng.randint(3, 8))) for _ in range(vocab)]
+    lines = []
+    for _ in range(3):
+        rng.shuffle(words)
+        lines += [" ".join(words[i : i + 16]) for i in range(0, len(words), 16)]
+    return lines
+
+
+def agreeing_weights(weights: dict, words: list[float], seed: int) -> dict:
+    """Rewrite freshly initialised ``weights`` so the head always predicts what the body does (see above).
+
+    ``words``: 1.0 for the tokens the LM head may pick (whole printable words), 0.0 for the rest.
+    """
+    import mlx.core as mx
+
+    out = dict(weights)
+    for key, value in weights.items():
+        if key.startswith(("language_model.", "mtp.")) and key.endswith(ZEROED):
+            out[key] = mx.zeros(value.shape, dtype=value.dtype)
+    for key in UNIFORM_NORMS:
+        out[key] = mx.ones_like(weights[key])
+    hidden = weights["mtp.fc.weight"].shape[0]
+    out["mtp.fc.weight"] = mx.concatenate([mx.eye(hidden), mx.zeros((hidden, hidden))], axis=1)
+
+    # Row σ(t) of the LM head is token t's embedding direction: the body's hidden state for t (and the
+    # head's) scores σ(t) at sqrt(hidden) and every other word at about a standard normal.
+    embed = weights[EMBED].astype(mx.float32)
+    unit = embed / mx.sqrt(mx.mean(embed * embed, axis=-1, keepdims=True))
+    cycle = [i for i, word in enumerate(words) if word]
+    if len(cycle) < 2:
+        raise ValueError("the tokenizer has fewer than two word tokens for the LM head to cycle through")
+    random.Random(seed).shuffle(cycle)
+    source = list(range(len(words)))  # row v reads the embedding of the word whose successor is v
+    for before, after in zip(cycle, cycle[1:] + cycle[:1]):
+        source[after] = before
+    rows = unit[mx.array(source)] * mx.array(words)[:, None] / math.sqrt(hidden)
+    out[LM_HEAD] = rows.astype(weights[LM_HEAD].dtype)
+    return out
+
+
+def build_rig(out: str | Path, *, hidden: int, layers: int, intermediate: int, vocab: int,
+              dtype: str = "float32", seed: int = 0) -> Path:
+    """Write a full-acceptance rig checkpoint to ``out`` (replacing it) and return its path."""
+    import mlx.core as mx
+
+    out = fresh_folder(out)
+    ids = build_tokenizer(out, vocab, corpus=_corpus(vocab, seed))
+    if ids["vocab_size"] != vocab:
+        raise ValueError(f"the tokenizer reached {ids['vocab_size']} tokens, not {vocab}: pick a smaller vocab")
+    config = rig_config(ids, hidden=hidden, layers=layers, intermediate=intermediate, vocab=vocab)
+    weights = agreeing_weights(random_parameters(config, seed), word_mask(out), seed)
+    cast = getattr(mx, dtype)
+    weights = {k: v.astype(cast) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in weights.items()}
+    save_checkpoint(out, config, weights)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", help="folder to write the checkpoint to (replaced)")
+    parser.add_argument("--size", choices=sorted(SIZES), default="cpu")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    shape = SIZES[args.size]
+    body, head = parameter_count(shape)
+    path = build_rig(args.output, hidden=shape.hidden, layers=shape.layers, intermediate=shape.intermediate,
+                     vocab=shape.vocab, dtype=shape.dtype, seed=args.seed)
+    print(f"{path}: {args.size}, {body / 1e6:.1f}M parameters in the body, {head / 1e6:.1f}M in the MTP head, "
+          f"{shape.dtype}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The full-acceptance rig: its shapes, its weights, and every draft accepted by the engine's own loop."""
+
+import pytest
+
+from demo_model.rig import SIZES, build_rig, parameter_count
+
+TOKENS = 40
+SMALL = {"hidden": 64, "layers": 4, "intermediate": 128, "vocab": 1024}
+
+
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def rig(request, tmp_path_factory):
+    return build_rig(tmp_path_factory.mktemp("rigs") / f"rig-{request.param}", dtype=request.param, **SMALL)
+
+
+@pytest.fixture(scope="module")
+def loaded(rig):
+    from engines.mlx.loading import load_drafter, load_model
+
+    loaded = load_model(str(rig))
+    load_drafter(loaded, None)
+    return loaded
+
+
+def decoder_for(loaded):
+    """The engine's own loop on this checkpoint, built as the MLX engine builds it."""
+    from engines.mlx.engine import _own_decoder
+
+    decoder, stop_ids = _own_decoder(loaded)
+    assert decoder is not None and decoder.drafter is not None
+    return decoder, stop_ids
+
+
+def generate(loaded, decoder, stop_ids, block: int) -> tuple[list[int], list[int]]:
+    """Greedy tokens for one prompt at ``block`` (1: drafter off), and the drafts accepted per round."""
+    from engines.mlx.decoding import Sampling
+
+    ids = loaded.tokenizer.encode("<|im_start|>user\nhello, rig<|im_end|>\n<|im_start|>assistant\n",
+                                  add_special_tokens=False)
+    state = decoder.new_state()
+    first = decoder.feed(state, ids, 0, Sampling())
+    tokens, accepted = [], []
+    for step in decoder.decode(state, first, max_tokens=TOKENS, block=block, sampling=Sampling(),
+                               stop_ids=stop_ids, cancelled=lambda: False):
+        tokens += step.tokens
+        if step.accepted is not None:
+            accepted.append(step.accepted)
+    return tokens, accepted
+
+
+def test_sizes_have_the_parameter_counts_measured_before():
+    expected = {"100m": 100e6, "717m": 717e6, "4b": 4.1e9}
+    for size, count in expected.items():
+        body, head = parameter_count(SIZES[size])
+        assert abs(body - count) / count < 0.01, (size, body)
+        assert 0 < head < body / 8
+    body, _ = parameter_count(SIZES["cpu"])
+    assert 25e6 <= body <= 40e6
+    assert [SIZES[s].dtype for s in ("cpu", "100m", "717m", "4b")] == ["float32", "float32", "bfloat16", "bfloat16"]
+    assert [(SIZES[s].hidden, SIZES[s].layers) for s in ("100m", "717m", "4b")] == [(1024, 8), (2048, 16), (4096, 24)]
+
+
+def test_output_projections_are_zero_and_the_head_passes_its_embedding_through(rig):
+    import mlx.core as mx
+
+    weights = mx.load(str(rig / "model.safetensors"))
+    zeroed = [k for k in weights if k.endswith(("o_proj.weight", "out_proj.weight", "down_proj.weight"))
+              and not k.startswith("vision_tower.")]
+    kinds = {k.split(".")[-2] for k in zeroed}
+    assert kinds == {"o_proj", "out_proj", "down_proj"}
+    assert any(k.startswith("mtp.") for k in zeroed) and any(k.startswith("language_model.") for k in zeroed)
+    assert all(not mx.any(weights[k]).item() for k in zeroed)
+    # Everything else is random, as in a real checkpoint of this shape.
+    assert mx.any(weights["language_model.model.layers.0.mlp.up_proj.weight"]).item()
+    hidden = SMALL["hidden"]
+    fc = weights["mtp.fc.weight"].astype(mx.float32)
+    assert fc.shape == (hidden, 2 * hidden)
+    assert mx.array_equal(fc[:, :hidden], mx.eye(hidden)).item()
+    assert not mx.any(fc[:, hidden:]).item()
+
+
+def test_greedy_output_is_the_same_at_every_block_and_every_draft_is_accepted(loaded):
+    decoder, stop_ids = decoder_for(loaded)
+    reference, rounds = generate(loaded, decoder, stop_ids, 1)
+    assert rounds == []  # block 1: plain steps
+    assert len(reference) == TOKENS  # the rig never stops early: every block is compared over all tokens
+    assert len(set(reference)) > TOKENS // 2  # a walk through many words, not one token repeated
+    for block in range(2, 7):
+        tokens, accepted = generate(loaded, decoder, stop_ids, block)
+        assert tokens == reference, f"block {block}"
+        assert len(accepted) >= (TOKENS - 1) // block
+        # Every round keeps all its drafts; only the last may be cut short by the token limit.
+        assert all(a == block - 1 for a in accepted[:-1]), (block, accepted)
+        assert accepted[-1] <= block - 1
+
+
+def test_a_head_that_disagrees_is_caught(loaded):
+    """The checks above can fail: with a random fc the head guesses wrong, and rounds accept less."""
+    import mlx.core as mx
+
+    decoder, stop_ids = decoder_for(loaded)
+    reference, _ = generate(loaded, decoder, stop_ids, 1)
+    fc = loaded.drafter.fc.weight
+    try:
+        loaded.drafter.fc.weight = mx.random.normal(fc.shape, key=mx.random.key(1)).astype(fc.dtype)
+        tokens, accepted = generate(loaded, decoder_for(loaded)[0], stop_ids, 4)
+    finally:
+        loaded.drafter.fc.weight = fc
+    assert tokens == reference  # greedy output never depends on the drafts
+    assert sum(accepted[:-1]) < 3 * len(accepted[:-1])
