@@ -168,16 +168,18 @@ class Decoder:
 
     def _rounds(self, state: DecodeState, token: int, block: int, sampling: Sampling,
                 limit: "_Limit") -> Iterator[Step]:
+        """Draft/verify rounds. While a greedy round computes, the next one is built on copies
+        of the caches as if every draft were accepted; it is used when that is what happened."""
         import mlx.core as mx
 
-        target, drafter = state.target, state.drafter
-        pending = mx.array([[token]], dtype=mx.int32)
         chain = block - 2
+        planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
         while True:
-            drafts, draft_probs = self.drafter.draft(drafter, block, sampling)
-            verified = self.target.verify(target, mx.concatenate([pending, drafts], axis=1), greedy=sampling.greedy)
+            drafts, draft_probs, verified = planned
+            guess = None
             if sampling.greedy:
-                mx.eval(verified.tokens, drafts)
+                mx.async_eval(verified.tokens, drafts)
+                guess = self._assume_accepted(state, drafts, verified, block, sampling)
                 proposed, targets = drafts[0].tolist(), verified.tokens[0].tolist()
                 accepted = 0
                 while accepted < block - 1 and proposed[accepted] == targets[accepted]:
@@ -188,16 +190,39 @@ class Decoder:
                                                     probabilities(verified.logits, sampling), block)
             kept = limit.cut(out)
             out = out[:kept]
-            self.target.commit(target, verified, kept)
             state.ids.append(token)
             state.ids.extend(out[:-1])
-            reuse = min(accepted, chain, kept - 1)
-            self.drafter.accept(drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
-                                verified.hidden[:, reuse:kept], sampling)
             token = out[-1]
-            pending = mx.array([[token]], dtype=mx.int32)
+            if guess is not None and kept == block:
+                state.target, state.drafter, planned = guess
+            else:
+                self.target.commit(state.target, verified, kept)
+                reuse = min(accepted, chain, kept - 1)
+                self.drafter.accept(state.drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
+                                    verified.hidden[:, reuse:kept], sampling)
+                planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
             from_draft = min(accepted, kept)
             yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
+
+    def _plan(self, state: DecodeState, pending, block: int, sampling: Sampling):
+        """A round's graph: drafts from the head, then the target over the pending token and them."""
+        import mlx.core as mx
+
+        drafts, draft_probs = self.drafter.draft(state.drafter, block, sampling)
+        verified = self.target.verify(state.target, mx.concatenate([pending, drafts], axis=1),
+                                      greedy=sampling.greedy)
+        return drafts, draft_probs, verified
+
+    def _assume_accepted(self, state: DecodeState, drafts, verified, block: int, sampling: Sampling):
+        """The next round, built lazily on copies of the caches as if all drafts were kept."""
+        import mlx.core as mx
+
+        chain = block - 2
+        guess = DecodeState(state.target.snapshot(), state.drafter.snapshot())
+        self.target.commit(guess.target, verified, block)
+        out = mx.concatenate([drafts, verified.tokens[:, -1:]], axis=1)
+        self.drafter.accept(guess.drafter, chain, out[:, chain:], verified.hidden[:, chain:block], sampling)
+        return guess.target, guess.drafter, self._plan(guess, out[:, -1:], block, sampling)
 
 
 class _Limit:

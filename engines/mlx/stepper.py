@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CAPACITY_STEP = 1024  # attention buffers grow by this many positions
-SHORT_FEED = 16  # feeds up to this long run the per-position recurrence, not the chunked scan
+SHORT_FEED = 16  # feeds up to this long run compiled (a few lengths: phase changes, short turns)
+SEQUENTIAL_FEED = 48  # up to this long the per-position recurrence beats the chunked scan (measured on a CPU)
 
 
 def _mx():
@@ -241,15 +242,15 @@ class TargetStepper:
                 return None
             part = mx.array([ids[start : start + step]], dtype=mx.int32)
             positions = (mx.arange(part.shape[1], dtype=mx.int32) + caches.offset)[None]
-            short = part.shape[1] <= SHORT_FEED
-            if short:
+            sequential = part.shape[1] <= SEQUENTIAL_FEED
+            if part.shape[1] <= SHORT_FEED:
                 hidden, _, layers = self._function(part.shape[1], caches.capacity, True, True)(
                     part, positions, caches.layers)
             else:  # prompt lengths vary: compiling each would cost more than it saves
-                hidden, _, layers = self._forward(part, positions, caches.layers, with_states=False, greedy=True,
-                                                  capacity=caches.capacity)
+                hidden, _, layers = self._forward(part, positions, caches.layers, with_states=sequential,
+                                                  greedy=True, capacity=caches.capacity)
             caches.layers = [
-                (a[:, -self.conv_width :], b[:, -1] if short else b) if layer.is_linear else (a, b)
+                (a[:, -self.conv_width :], b[:, -1] if sequential else b) if layer.is_linear else (a, b)
                 for layer, (a, b) in zip(self.layers, layers)
             ]
             caches.offset += part.shape[1]
