@@ -46,6 +46,22 @@ def test_bench_prints_a_table_and_writes_json(tiny_model, tmp_path):
     assert f"{rows[1]['tok_s']['median']} ({rows[1]['tok_s']['min']}-{rows[1]['tok_s']['max']})" in table_row
 
 
+def test_bench_runs_both_decode_loops_side_by_side(tiny_model, tmp_path):
+    out = tmp_path / "loops.json"
+    done = bench("--model", str(tiny_model), "--prompt", "a prompt", "--blocks", "1,3", "--runs", "2",
+                 "--max-tokens", "10", "--budget", "0", "--loop", "both", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "specchat loop" in done.stdout and "mlx-vlm loop" in done.stdout
+    assert "specchat loop ÷ mlx-vlm loop" in done.stdout
+    report = json.loads(out.read_text())
+    assert [(row["loop"], row["block"]) for row in report["rows"]] == [
+        ("specchat", 1), ("specchat", 3), ("mlx-vlm", 1), ("mlx-vlm", 3)]
+    assert [c["block"] for c in report["loops"]] == [1, 3]
+    for compared in report["loops"]:
+        assert compared["identical"] is True  # greedy: both loops say the same
+        assert compared["ratio"]["min"] <= compared["ratio"]["median"] <= compared["ratio"]["max"]
+
+
 @pytest.mark.parametrize("args, says", [
     (["--blocks", "2,3"], "block 1"),
     (["--blocks", "1,x"], "comma-separated"),
@@ -56,6 +72,7 @@ def test_bench_prints_a_table_and_writes_json(tiny_model, tmp_path):
     (["--drafter", "none", "--blocks", "1,2"], "--drafter none"),
     (["--json", "/nonexistent/dir/out.json"], "does not exist"),
     (["--frobnicate"], "unrecognized"),
+    (["--loop", "fastest"], "invalid choice"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, says):
     done = bench(*args, timeout=60)

@@ -64,6 +64,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
     parser.add_argument("--top-p", type=float, default=1.0)
     parser.add_argument("--system-prompt", help="default: the app's")
+    parser.add_argument("--loop", choices=["specchat", "mlx-vlm", "both"], default="specchat",
+                        help="MLX engine: specchat's own draft/verify loop (default), mlx-vlm's, or both side by "
+                        "side, interleaved")
     parser.add_argument("--json", type=Path, dest="json_out", help="also write the results here as JSON")
     parser.add_argument("--blas", default=None, help="Linux CPU: auto, bundled or a library path, as for specchat")
     args = parser.parse_args(argv)
@@ -106,7 +109,8 @@ class Progress:
             return
         self.done += frame["type"] == "done"
         filled = BAR_WIDTH * self.done // self.total
-        where = f"block {frame['block']} · run {frame['run'] + 1}/{self.runs}"
+        loop = f"{frame['loop']} " if "loop" in frame else ""
+        where = f"{loop}block {frame['block']} · run {frame['run'] + 1}/{self.runs}"
         sys.stderr.write(f"\r[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {self.done}/{self.total} {where}  ")
         if self.done == self.total:
             sys.stderr.write("\n")
@@ -149,7 +153,7 @@ def run(args: argparse.Namespace, options) -> int:
     from engines import EngineError, Message
     from engines.registry import EngineSpec, create_engine
 
-    from .lanes import LaneReply, Relay, WarmUp, block_lane, run_lanes, schedule, tally
+    from .lanes import LaneReply, Relay, WarmUp, run_lanes, schedule, tally
     from .machine import machine, versions
 
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
@@ -169,7 +173,8 @@ def run(args: argparse.Namespace, options) -> int:
         if info.drafter is None and max(args.blocks) > 1:
             print(f"specchat bench: {info.model} has no drafter: pass --drafter, or --blocks 1", file=sys.stderr)
             return 2
-        lanes = [block_lane(block, options) for block in args.blocks]
+        loops = ["specchat", "mlx-vlm"] if args.loop == "both" else [args.loop]
+        lanes = [loop_lane(block, options, loop) for loop in loops for block in args.blocks]
         order = schedule(lanes, args.runs, len(args.prompt))
         replies = [WarmUp(engine, "bench", lanes[0], 0, prompt, [Message("user", text)])
                    for prompt, text in enumerate(args.prompt)]
@@ -187,15 +192,40 @@ def run(args: argparse.Namespace, options) -> int:
         print(f"\nspecchat bench: block {failed.lane.key}, run {failed.run + 1} failed: {failed.error['message']}",
               file=sys.stderr)
         return 1
-    baseline = next(lane for lane in lanes if lane.key == 1)
-    rows = [tally(results, lane, baseline).row() for lane in lanes]
     print(f"{info.name} · {info.model} · drafter {info.drafter or 'none'} · {args.runs} runs × "
           f"{len(args.prompt)} prompt(s) · max {options.max_tokens} tokens · budget {options.reasoning_budget}")
-    print(table(rows))
+    rows, comparison = [], []
+    for loop in loops:
+        mine = [lane for lane in lanes if lane.tag["loop"] == loop]
+        baseline = next(lane for lane in mine if lane.key == 1)
+        table_rows = [tally(results, lane, baseline).row() for lane in mine]
+        rows += [{**row, "loop": loop} for row in table_rows]
+        if len(loops) > 1:
+            print(f"\n{loop} loop")
+        print(table(table_rows))
+    if len(loops) > 1:
+        for block in args.blocks:
+            ours, theirs = (next(lane for lane in lanes if lane.key == block and lane.tag["loop"] == loop)
+                            for loop in loops)
+            compared = tally(results, ours, theirs)
+            comparison.append({"block": block, "ratio": compared.speedup, "identical": compared.identical})
+        print("\nspecchat loop ÷ mlx-vlm loop, same block, per run (median, min-max):")
+        print("  ".join(f"block {c['block']}: {_spread(c['ratio'], 'x')}"
+                        f"{'' if c['identical'] else ' (output differs)'}" for c in comparison))
     if args.json_out is not None:
         report = {"machine": machine(), "versions": versions(), "engine": info.name, "model": info.model,
                   "drafter": info.drafter, "runs": args.runs, "prompts": args.prompt,
                   "options": options.model_dump(include={"max_tokens", "reasoning_budget", "temperature", "top_p"}),
                   "rows": rows}
+        if comparison:
+            report["loops"] = comparison
         args.json_out.expanduser().write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     return 0
+
+
+def loop_lane(block: int, options, loop: str):
+    """A block's lane on one decode loop; frames say which."""
+    from .lanes import Lane, block_lane
+
+    lane = block_lane(block, options.updated({"decode_loop": loop}))
+    return Lane(lane.key, {**lane.tag, "loop": loop}, lane.options)
