@@ -20,6 +20,10 @@ const FIELDS = {
     group: "Speculative decoding", label: "Draft block size", kind: "int", min: 2, max: 16, unit: "tokens",
     hint: "Tokens per draft round, the verified anchor included: 2 drafts one token.",
   },
+  decode_loop: {
+    group: "Speculative decoding", label: "Decode loop", kind: "choice", choices: ["specchat", "mlx-vlm"],
+    hint: "specchat's own compiled draft/verify loop, or mlx-vlm's, to compare them (MLX engine).",
+  },
   prefix_cache: {
     group: "Prompt processing", label: "Prefix cache", kind: "bool",
     hint: "Reuse the work done on a prompt's shared beginning.",
@@ -148,6 +152,9 @@ export class SettingsPane {
     if (kind === "text" && key === "system_prompt") {
       input = document.createElement("textarea");
       input.rows = 4;
+    } else if (kind === "choice") {
+      input = document.createElement("select");
+      for (const choice of spec.choices) input.append(new Option(choice, choice));
     } else {
       input = document.createElement("input");
       input.type = kind === "bool" ? "checkbox" : kind === "text" ? "text" : "number";
