@@ -231,3 +231,17 @@ def test_stop_during_prefill_ends_the_reply(engine):
     timer.cancel()
     assert isinstance(events[-1], Done) and events[-1].finish_reason == "cancelled"
     assert not any(isinstance(e, (Thinking, Answer)) for e in events)
+
+
+@pytest.mark.parametrize("loop", ["specchat", "mlx-vlm"])
+def test_rounds_are_counted_once_across_a_budget_cut(engine, loop):
+    """Each round yields its accepted drafts plus one token: the counts must add up over both phases."""
+    options = GenerationOptions(reasoning_budget=10, max_tokens=40, draft_block_size=4, temperature=0.0,
+                                decode_loop=loop)
+    _, done = _engine_reply(engine, "What is 347 + 589?", options, f"count-{loop}")
+    stats = done.stats
+    assert stats["thinking_tokens"] == 10 and stats["rounds"] > 2
+    produced = stats["rounds"] + stats["accepted"]  # tokens the rounds yielded, before any cut at a limit
+    # Each phase's first token comes from the prompt, not a round; a limit may cut a round's last tokens.
+    assert stats["tokens"] - 2 <= produced <= stats["tokens"] - 2 + 2 * 3
+    assert sum(stats["accepted_hist"]) == stats["rounds"]
