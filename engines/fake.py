@@ -2,9 +2,11 @@
 
 It thinks for up to ``reasoning_budget`` words, answers with a fixed Markdown
 text, honours cancel between forward passes, refuses a second concurrent
-stream, and can be told to fail mid-stream. Each forward pass (one plain token,
-or one verify round with the drafter on) takes ``delay_s``; verify rounds keep
-drafts by a fixed pattern, so drafting is faster by the tokens a round yields.
+stream, can be told to fail mid-stream, and pauses where a test asks (``holds``,
+until ``resume()``) so a live state lasts while the test looks at it. Each
+forward pass (one plain token, or one verify round with the drafter on) takes
+``delay_s``; verify rounds keep drafts by a fixed pattern, so drafting is
+faster by the tokens a round yields.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class FakeEngine(Engine):
         self.delay_s = delay_s
         self.load_s = load_s
         self.fail_after = fail_after  # raise after this many tokens, to test failures
+        self.holds: list[int] = []  # pause a stream on reaching each of these token counts, until resume()
+        self._resume = threading.Semaphore(0)
         self._busy = threading.Lock()
         self._seen: dict[str, int] = {}
         self.turns: list[Turn] = []
@@ -69,6 +73,14 @@ class FakeEngine(Engine):
                 if turn.cancel.is_set():
                     finish = "cancelled"
                     break
+                if self.holds and n >= self.holds[0]:
+                    # Paused: the numbers so far go out live, then nothing more until resume() or a cancel.
+                    del self.holds[0]
+                    if n:
+                        yield Stats(meter.snapshot())
+                    while not (self._resume.acquire(timeout=0.02) or turn.cancel.is_set()):
+                        pass
+                    continue
                 time.sleep(self.delay_s)
                 # One forward pass: a plain token, or a verify round's kept drafts plus the verifier's token.
                 kept = min(KEPT[len(rounds) % len(KEPT)], drafts, len(script) - n - 1) if drafts else 0
@@ -89,6 +101,10 @@ class FakeEngine(Engine):
             yield Done(finish, meter.snapshot())
         finally:
             self._busy.release()
+
+    def resume(self) -> None:
+        """Let a stream paused at one of ``holds`` go on."""
+        self._resume.release()
 
     def reset_cache(self, deep: bool = False) -> dict:
         freed = {"prompt_tokens": sum(self._seen.values()), "entries": len(self._seen), "bytes": 0}

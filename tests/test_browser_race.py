@@ -4,6 +4,7 @@ the not-paying-off notice, the block-size sweep and the receipt card, against th
 import json
 import re
 import struct
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 import requests
@@ -60,6 +61,12 @@ def race(tab, text: str, runs: int):
     return view
 
 
+def factor(ratio: float) -> str:
+    """A speed-up as the UI writes it: Intl.NumberFormat rounds the shortest decimal form half up
+    (3.505 → "3.51"), where Python's format rounds the binary value (3.505 → "3.50")."""
+    return f"{Decimal(repr(ratio)).quantize(Decimal('0.01'), ROUND_HALF_UP)}×"
+
+
 def wait_race_done(tab, count: int = 1) -> dict:
     tab.page.wait_for_function(
         f"document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
@@ -67,12 +74,16 @@ def wait_race_done(tab, count: int = 1) -> dict:
 
 
 def test_race_fills_both_lanes_and_sums_up(tab):
-    tab.server.engine.delay_s = 0.02
+    engine = tab.server.engine
+    engine.delay_s = 0.02
+    engine.holds = [1]  # the first lane pauses at its first token (the warm-up is cancelled at its own)
     tab.open()
     view = race(tab, "Convert 5 km to meters", 3)
     # While it runs, Stop stands in for Send.
-    tab.page.wait_for_selector(".msg.race .race-lane[data-state=streaming]")
+    tab.page.wait_for_selector(".msg.race .race-lane[data-lane=off][data-state=streaming]")
     assert tab.page.locator("#stop").is_visible() and tab.page.locator("#send").is_hidden()
+    assert view.get_attribute("data-state") != "done" and not tab.of_type("race_done")
+    engine.resume()
     done = wait_race_done(tab)
     assert done["finish_reason"] == "stop" and done["runs"] == 3
 
@@ -91,8 +102,9 @@ def test_race_fills_both_lanes_and_sums_up(tab):
     assert int(view.locator(".race-lane[data-lane=on] .accept-strip").get_attribute("data-rounds")) > 0
 
     verdict = view.locator(".race-verdict").inner_text()
-    assert verdict.startswith(f"{done['speedup']['median']:.2f}×")
-    assert f"{done['speedup']['min']:.2f}×–{done['speedup']['max']:.2f}×" in verdict and "median of 3 runs" in verdict
+    assert verdict.startswith(factor(done["speedup"]["median"]))
+    assert f"{factor(done['speedup']['min'])}–{factor(done['speedup']['max'])}" in verdict
+    assert "median of 3 runs" in verdict
     assert view.locator("tr[data-row=tok_s] td").nth(1).inner_text().startswith(f"{done['on']['tok_s']['median']:.1f}")
     assert view.locator(".race-identical").get_attribute("data-identical") == "true"
     # The drafter-off lane's median becomes the bar later replies are judged against.
@@ -153,7 +165,10 @@ def test_replay_plays_both_lanes_at_their_recorded_pace(tab):
 
 
 def test_acceptance_strip_and_measuring_until_16_tokens(tab):
-    tab.server.engine.delay_s = 0.08
+    engine = tab.server.engine
+    # The reply pauses after its first verify round (4 tokens), then again once past 16 tokens (18), so each
+    # live state lasts until the test has looked at it; the whole reply is 22 tokens.
+    engine.holds = [1, 16]
     tab.open()
     tab.page.fill("#prompt", "hello")
     tab.page.press("#prompt", "Enter")
@@ -165,11 +180,15 @@ def test_acceptance_strip_and_measuring_until_16_tokens(tab):
         timeout=20_000)
     live = [f["stats"] for f in tab.of_type("stats")]
     assert live and live[-1]["tokens"] < 16
+    engine.resume()
     # From 16 tokens on, the live numbers are shown.
     tab.page.wait_for_function(
         "() => { const s = document.querySelector('.msg.assistant .stats[data-live=true] [data-stat=tok_s]');"
         " return s && /^[\\d,.]+ tok\\/s$/.test(s.textContent); }", timeout=20_000)
-    assert tab.of_type("stats")[-1]["stats"]["tokens"] >= 16
+    live = [f["stats"] for f in tab.of_type("stats")]
+    assert live[-1]["tokens"] >= 16 and not tab.of_type("done")
+    assert reply.get_attribute("data-state") == "streaming"
+    engine.resume()
     tab.page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=30_000)
 
     stats = tab.of_type("done")[-1]["stats"]
