@@ -86,7 +86,7 @@ def test_rollback_after_partial_acceptance_equals_a_fresh_prefill(tiny):
     state = decoder.new_state()
     first = decoder.feed(state, ids, 0, Sampling())
     mx.eval(first)
-    good = target.verify(state.target, first)
+    good = target.verify(state.target.snapshot(), first)
     nxt = int(good.tokens[0, 0].item())
     # A block of the pending token, one right draft and two wrong ones; keep two positions.
     block = mx.array([[int(first.item()), nxt, 7, 9]], dtype=mx.int32)

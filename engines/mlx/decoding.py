@@ -141,10 +141,13 @@ class Decoder:
         else:
             state.drafter = None  # the head misses these positions: a later drafted turn re-primes it
             rounds = self._plain(state, first, sampling)
-        for step in rounds:
-            yield step
-            if limit.done(step.tokens) or cancelled():
-                return
+        try:
+            for step in rounds:
+                yield step
+                if limit.done(step.tokens) or cancelled():
+                    return
+        finally:
+            rounds.close()  # a round planned ahead is rolled back, so ``state`` matches ``state.ids``
 
     def _plain(self, state: DecodeState, pending, sampling: Sampling) -> Iterator[Step]:
         """One target step per token, the next queued before the current token is read."""
@@ -169,40 +172,47 @@ class Decoder:
     def _rounds(self, state: DecodeState, token: int, block: int, sampling: Sampling,
                 limit: "_Limit") -> Iterator[Step]:
         """Draft/verify rounds. While a greedy round computes, the next one is built on copies
-        of the caches as if every draft were accepted; it is used when that is what happened."""
+        of the caches as if every draft were accepted; it is used when that is what happened.
+
+        The next round is always planned before a step is yielded; when the caller stops,
+        that round is rolled back (its verify kept none), so ``state`` matches ``state.ids``.
+        """
         import mlx.core as mx
 
         chain = block - 2
         planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
-        while True:
-            drafts, draft_probs, verified = planned
-            guess = None
-            if sampling.greedy:
-                mx.async_eval(verified.tokens, drafts)
-                guess = self._assume_accepted(state, drafts, verified, block, sampling)
-                proposed, targets = drafts[0].tolist(), verified.tokens[0].tolist()
-                accepted = 0
-                while accepted < block - 1 and proposed[accepted] == targets[accepted]:
-                    accepted += 1
-                out = proposed[:accepted] + [targets[accepted]]
-            else:
-                out, accepted = _speculative_sample(drafts, draft_probs,
-                                                    probabilities(verified.logits, sampling), block)
-            kept = limit.cut(out)
-            out = out[:kept]
-            state.ids.append(token)
-            state.ids.extend(out[:-1])
-            token = out[-1]
-            if guess is not None and kept == block:
-                state.target, state.drafter, planned = guess
-            else:
-                self.target.commit(state.target, verified, kept)
-                reuse = min(accepted, chain, kept - 1)
-                self.drafter.accept(state.drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
-                                    verified.hidden[:, reuse:kept], sampling)
-                planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
-            from_draft = min(accepted, kept)
-            yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
+        try:
+            while True:
+                drafts, draft_probs, verified = planned
+                guess = None
+                if sampling.greedy:
+                    mx.async_eval(verified.tokens, drafts)
+                    guess = self._assume_accepted(state, drafts, verified, block, sampling)
+                    proposed, targets = drafts[0].tolist(), verified.tokens[0].tolist()
+                    accepted = 0
+                    while accepted < block - 1 and proposed[accepted] == targets[accepted]:
+                        accepted += 1
+                    out = proposed[:accepted] + [targets[accepted]]
+                else:
+                    out, accepted = _speculative_sample(drafts, draft_probs,
+                                                        probabilities(verified.logits, sampling), block)
+                kept = limit.cut(out)
+                out = out[:kept]
+                state.ids.append(token)
+                state.ids.extend(out[:-1])
+                token = out[-1]
+                if guess is not None and kept == block:
+                    state.target, state.drafter, planned = guess
+                else:
+                    self.target.commit(state.target, verified, kept)
+                    reuse = min(accepted, chain, kept - 1)
+                    self.drafter.accept(state.drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
+                                        verified.hidden[:, reuse:kept], sampling)
+                    planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
+                from_draft = min(accepted, kept)
+                yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
+        finally:
+            self.target.commit(state.target, planned[2], 0)
 
     def _plan(self, state: DecodeState, pending, block: int, sampling: Sampling):
         """A round's graph: drafts from the head, then the target over the pending token and them."""

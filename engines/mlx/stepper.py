@@ -36,7 +36,7 @@ class TargetCaches:
 
     def snapshot(self) -> "TargetCaches":
         """A copy that later steps leave alone: arrays are values, so the first write copies."""
-        return TargetCaches(self.offset, self.capacity, list(self.layers))
+        return TargetCaches(self.offset, self.capacity, None if self.layers is None else list(self.layers))
 
     def nbytes(self) -> int:
         return sum(a.nbytes + b.nbytes for a, b in self.layers)
@@ -121,6 +121,8 @@ def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
     q, k = la._normalize_qk(q, k)
     if with_states:
         y, _, states = gated_delta_update_with_states(q, k, v, a, b, la.A_log, la.dt_bias, ssm_state)
+        # Index i holds the state after i positions, so keeping none restores the state fed in.
+        states = mx.concatenate([ssm_state[:, None].astype(states.dtype), states], axis=1)
     else:
         y, states = gated_delta_update(q, k, v, a, b, la.A_log, la.dt_bias, state=ssm_state)
     out = la.out_proj(la.norm(y, z).reshape(B, L, -1))
@@ -212,21 +214,24 @@ class TargetStepper:
         return fn
 
     def verify(self, caches: TargetCaches, tokens, greedy: bool = True) -> VerifyResult:
-        """Run ``tokens`` (1, L) after ``caches.offset``; the caches are not advanced (see ``commit``)."""
+        """Run ``tokens`` (1, L) after ``caches.offset``; the caches then wait for ``commit``."""
         mx = _mx()
         length = tokens.shape[1]
         self.reserve(caches, caches.offset + length)
         positions = (mx.arange(length, dtype=mx.int32) + caches.offset)[None]
         fn = self._function(length, caches.capacity, True, greedy)
         hidden, out, layers = fn(tokens, positions, caches.layers)
+        # ``commit`` takes the new state from the result. Dropping the old arrays now lets the
+        # buffers be written in place when the step runs, instead of copied.
+        caches.layers = None
         return VerifyResult(hidden, out if greedy else None, None if greedy else out, layers)
 
     def commit(self, caches: TargetCaches, result: VerifyResult, kept: int) -> None:
-        """Keep the first ``kept`` positions of a verified block."""
+        """Keep the first ``kept`` positions of a verified block (none: as before the verify)."""
         layers = []
         for layer, (a, b) in zip(self.layers, result.layers):
             if layer.is_linear:
-                layers.append((a[:, kept : kept + self.conv_width], b[:, kept - 1]))
+                layers.append((a[:, kept : kept + self.conv_width], b[:, kept]))
             else:
                 layers.append((a, b))
         caches.layers = layers
