@@ -34,3 +34,27 @@ def test_bundled_mtp_head_is_detected(tiny_model, tmp_path):
     subprocess.run([sys.executable, "-m", "mlx_vlm.split_mtp", "--model", str(tiny_model), "--output", str(split)],
                    check=True, capture_output=True, timeout=120)
     assert not has_bundled_mtp(split)
+
+
+def test_checkpoint_with_only_a_rope_factor_loads_and_drafts(tiny_model, tmp_path):
+    """mlx-vlm reads config.json itself: the derived partial_rotary_factor must reach it."""
+    import json
+
+    from engines.mlx.loading import load_drafter, load_model
+
+    copy = tmp_path / "factor-only"
+    copy.mkdir()
+    for file in tiny_model.iterdir():
+        (copy / file.name).symlink_to(file)
+    config = json.loads((tiny_model / "config.json").read_text())
+    rope = config["text_config"]["rope_parameters"]
+    rope["factor"] = 1 / rope.pop("partial_rotary_factor")
+    (copy / "config.json").unlink()
+    (copy / "config.json").write_text(json.dumps(config))
+
+    loaded = load_model(str(copy))
+    load_drafter(loaded, None)
+    assert loaded.drafter_kind == "mtp"
+    assert loaded.config["text_config"]["rope_parameters"]["partial_rotary_factor"] == 0.25
+    assert "partial_rotary_factor" not in json.loads((copy / "config.json").read_text())["text_config"]["rope_parameters"]
+    assert not any(p.name.startswith("specchat-model-") for p in tmp_path.iterdir())

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
+import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,11 +97,32 @@ class LoadedModel:
     drafter_name: str | None = None
 
 
+@contextmanager
+def normalised(path: Path):
+    """``path`` itself when its config.json needs no change; else, while open, a folder that links
+    every file of the checkpoint but holds the normalised config.json (mlx-vlm reads the file itself)."""
+    config = read_config(path)
+    if json.loads((path / "config.json").read_text()) == config:
+        yield path
+        return
+    view = Path(tempfile.mkdtemp(prefix="specchat-model-"))
+    try:
+        for file in path.iterdir():
+            if file.name != "config.json":
+                (view / file.name).symlink_to(file.resolve())
+        (view / "config.json").write_text(json.dumps(config, indent=2))
+        log.info("loading %s with a normalised config.json", path)
+        yield view
+    finally:
+        shutil.rmtree(view, ignore_errors=True)  # only our links and the config copy live there
+
+
 def load_model(spec: str) -> LoadedModel:
     from mlx_vlm import load
 
     path = resolve(spec)
-    model, processor = load(str(path))[:2]
+    with normalised(path) as source:
+        model, processor = load(str(source))[:2]
     tokenizer = getattr(processor, "tokenizer", processor)
     return LoadedModel(model, processor, tokenizer, read_config(path), path)
 
@@ -118,5 +142,6 @@ def load_drafter(loaded: LoadedModel, spec: str | None) -> None:
         source, name = loaded.path, "bundled MTP head"
     else:
         source, name = resolve(spec), spec
-    drafter, kind = mlx_load_drafter(str(source))
+    with normalised(source) as folder:
+        drafter, kind = mlx_load_drafter(str(folder))
     loaded.drafter, loaded.drafter_kind, loaded.drafter_name = drafter, kind, f"{name} ({kind})"
