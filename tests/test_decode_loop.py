@@ -245,3 +245,20 @@ def test_rounds_are_counted_once_across_a_budget_cut(engine, loop):
     # Each phase's first token comes from the prompt, not a round; a limit may cut a round's last tokens.
     assert stats["tokens"] - 2 <= produced <= stats["tokens"] - 2 + 2 * 3
     assert sum(stats["accepted_hist"]) == stats["rounds"]
+
+
+@pytest.mark.parametrize("loop", ["specchat", "mlx-vlm"])
+def test_max_tokens_bounds_the_answer_when_the_model_closes_its_own_thinking(engine, loop):
+    """A budget far above what the model thinks: the answer starts inside the first phase."""
+    options = GenerationOptions(reasoning_budget=4000, max_tokens=5, temperature=0.0, decode_loop=loop)
+    _, done = _engine_reply(engine, "What is 347 + 589?", options, f"cap-{loop}")
+    assert done.finish_reason == "length"
+    assert 0 < done.stats["thinking_tokens"] < 4000 and done.stats["answer_tokens"] == 5
+
+
+def test_a_prompt_past_the_context_is_refused_before_any_work(engine):
+    limit = engine._loaded.config["text_config"]["max_position_embeddings"]
+    options = GenerationOptions(reasoning_budget=0, max_tokens=4, prefill_step_size=4096)
+    text, done = _engine_reply(engine, "7 " * limit, options, "too-long")
+    assert done.finish_reason == "error" and done.error_code == "context_length" and text == ""
+    assert str(limit) in done.error_message and "tokens" in done.error_message

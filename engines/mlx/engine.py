@@ -140,14 +140,18 @@ class MlxEngine(Engine):
         cid = turn.conversation_id
         try:
             entry, input_ids = self._turn_input(turn)
-            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, self._loop(turn))
+            self._check_context(len(input_ids))
+            loop = self._loop(turn)
+            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, loop)
             done = generation.run(input_ids)
-            if done.finish_reason == "cancelled":
-                self._conversations.drop(cid)  # the cache moved past the stored ids
+            if generation.cache_stale:
+                self._conversations.drop(cid)  # the library's cache moved past the stored ids
             else:
                 entry.messages = len(turn.messages) + 1
                 entry.closed = done.finish_reason == "stop"
                 self._conversations.put(cid, entry)
+        except EngineError as exc:
+            done = Done("error", error_code=exc.code, error_message=exc.message)
         except Exception as exc:
             log.exception("generation failed")
             self._conversations.drop(cid)
@@ -157,6 +161,15 @@ class MlxEngine(Engine):
             with self._lock:
                 self._active = None
             emit(done)
+
+    def _check_context(self, prompt_tokens: int) -> None:
+        """Refuse, before any work, a prompt the model cannot hold."""
+        text = self._loaded.config.get("text_config") or self._loaded.config
+        limit = text.get("max_position_embeddings")
+        if isinstance(limit, int) and prompt_tokens >= limit:
+            raise EngineError(
+                f"The conversation is {prompt_tokens} tokens; this model holds at most {limit}. "
+                "Start a new chat, or send a shorter message.", code="context_length")
 
     def _loop(self, turn: Turn):
         """specchat's own loop unless the settings ask for mlx-vlm's or the drafter needs it."""

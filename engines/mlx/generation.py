@@ -49,6 +49,7 @@ class TurnGeneration:
         self.rounds: list[tuple[int, int]] = []  # (accepted, drafted) per verify round, all phases
         self._held_rounds: tuple[int, ...] = ()  # rounds whose text the splitter still holds
         self.first_phase = True
+        self.cache_stale = False  # the loop left the conversation's cache unusable for a next turn
 
     @property
     def cancelled(self) -> bool:
@@ -92,6 +93,11 @@ class TurnGeneration:
         for i, event in enumerate(events):
             spans = ((0, len(event.text)),) if drafted else ()
             self.deltas.add(type(event)(event.text, rounds if i == len(events) - 1 else (), spans))
+
+    @property
+    def answer_full(self) -> bool:
+        """``max_tokens`` bounds the answer on every path, also when the model closes its own thinking."""
+        return not self.splitter.thinking and self.meter.answer_tokens >= self.options.max_tokens
 
     def counted(self, thinking: bool) -> None:
         """One token generated; live numbers go out about ten times a second."""

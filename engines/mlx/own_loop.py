@@ -50,34 +50,41 @@ class OwnLoop:
         conversation.decode = state
         detokenizer = make_streaming_detokenizer(gen.loaded.processor)
         generated: list[int] = []
-        finish = "length"
+        ended = None
         try:
             steps = self.decoder.decode(
                 state, first, max_tokens=max_tokens, block=options.draft_block_size if gen.speculative else 1,
                 sampling=sampling, stop_ids=self.stop_ids, cancelled=lambda: gen.cancelled,
             )
             for step in steps:
-                round_info = () if step.accepted is None else (step.accepted,)
-                if step.accepted is not None:
-                    gen.rounds.append((step.accepted, step.proposed))
-                for i, (token, drafted) in enumerate(zip(step.tokens, step.drafted)):
-                    generated.append(token)
-                    if token in self.stop_ids:
-                        finish = "stop"
-                        gen.deliver("", rounds=round_info)
-                        break
-                    thinking = gen.splitter.thinking
-                    detokenizer.add_token(token)
-                    last = i == len(step.tokens) - 1
-                    gen.deliver(detokenizer.last_segment, drafted, round_info if last else ())
-                    gen.counted(thinking)
-            if finish != "stop" and gen.cancelled:
-                finish = "cancelled"
+                ended = self._deliver(gen, step, detokenizer, generated)
+                if ended:
+                    break
         finally:
             detokenizer.finalize()
             gen.deliver(detokenizer.last_segment)
             conversation.ids = input_ids + generated
-        return finish
+        return ended or ("cancelled" if gen.cancelled else "length")
+
+    def _deliver(self, gen, step, detokenizer, generated: list[int]) -> str | None:
+        """Pass one step's tokens on; "stop" at a stop token, "length" when the answer is full."""
+        if step.accepted is not None:
+            gen.rounds.append((step.accepted, step.proposed))
+        round_info = () if step.accepted is None else (step.accepted,)
+        for i, (token, drafted) in enumerate(zip(step.tokens, step.drafted)):
+            generated.append(token)
+            if token in self.stop_ids:
+                gen.deliver("", rounds=round_info)
+                return "stop"
+            thinking = gen.splitter.thinking
+            detokenizer.add_token(token)
+            gen.deliver(detokenizer.last_segment, drafted, round_info if i == len(step.tokens) - 1 else ())
+            gen.counted(thinking)
+            if gen.answer_full:
+                if i < len(step.tokens) - 1:  # the cache holds tokens past the cut: start afresh next turn
+                    gen.conversation.decode = None
+                return "length"
+        return None
 
     def live_rounds(self, gen) -> list[tuple[int, int]]:
         return []  # each round is added to ``gen.rounds`` as it ends

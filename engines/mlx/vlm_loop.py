@@ -37,6 +37,7 @@ class VlmLoop:
         try:
             for chunk in stream:
                 if gen.cancelled:
+                    gen.cache_stale = True
                     return "cancelled"
                 self._live = True  # the library reset the drafter's lists before its first token
                 if gen.first_phase:
@@ -51,6 +52,9 @@ class VlmLoop:
                 thinking = gen.splitter.thinking
                 gen.deliver(chunk.text)
                 gen.counted(thinking)
+                if gen.answer_full:
+                    gen.cache_stale = True
+                    return "length"
             self._reconcile_cache(gen.conversation)
             return finish
         finally:
