@@ -78,7 +78,7 @@ class Engine(ABC):
     def _set_state(self, state: State, message: str = "", progress: float | None = None) -> None:
         """Record the engine's state and tell every listener (the tabs)."""
         self._state, self._message, self._progress = state, message, progress
-        log.info("engine %s: %s %s", self.name, state, message)
+        log.info("engine %s: %s", self.name, describe_state(state, message))
         self._notify()
 
     def _notify(self) -> None:
@@ -112,3 +112,12 @@ class Engine(ABC):
 
     @abstractmethod
     def unload(self) -> None: ...
+
+
+def describe_state(state: State, message: str) -> str:
+    """A log line's words: "unloaded", "loading the model", "ready", "error: Could not load …"."""
+    if not message:
+        return state
+    if message == "unloaded" or message.split()[0] == state:
+        return message
+    return f"{state}: {message}"

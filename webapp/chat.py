@@ -106,8 +106,8 @@ class ChatSession:
 
     def _on_new_chat(self, frame: protocol.NewChatFrame) -> None:
         old = self.conversation
+        self._host.conversations.drop(old)  # while attached: a reply in flight ends with its done here
         old.detach(self.send)
-        self._host.conversations.drop(old)
         self.conversation, self._resumed = self._host.conversations.open(None)
         self.conversation.attach(self.send, {"type": "new_chat", "conversation": self.conversation.id})
 

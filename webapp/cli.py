@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def shut_down(signum, _frame):
         log.info("%s: stopping", signal.Signals(signum).name)
-        host.cancel_all()
+        host.close()  # every reply's done goes out before the sockets close
         server.stop()
 
     signal.signal(signal.SIGINT, shut_down)
@@ -114,6 +114,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"specchat: open http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{server.port}/ "
           f"(model {engine.info().model}; data in {data_dir})", flush=True)
     server.run()
-    engine.unload()
+    host.shut_down()  # the engine in use now, which a tab may have switched
     log.info("stopped")
     return 0

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from engines import Answer, Done, Engine, Message, Thinking, Turn, guarded
 
+from .errors import ClientError
 from .frames import reply_frame
 
 REPLY_FRAMES = ("start", "thinking", "answer", "stats", "done", "race_done", "sweep_done")
@@ -32,8 +33,9 @@ class Job(Protocol):
 
 
 class Conversation:
-    def __init__(self) -> None:
+    def __init__(self, closing: threading.Event | None = None) -> None:
         self.id = uuid.uuid4().hex
+        self._closing = closing or threading.Event()  # set when the server shuts down: no new jobs
         self.messages: list[Message] = []
         self.job: Job | None = None
         self._pump: threading.Thread | None = None
@@ -75,12 +77,16 @@ class Conversation:
     def begin(self, job: Job, said: Message, work: Callable[[], tuple[Message, dict]]) -> None:
         """Run ``work`` on its own thread; it emits its frames as it goes and returns the reply for the
         history and its last frame, which is sent once the conversation is free for the next message."""
+        pump = threading.Thread(target=self._run, args=(job, work), name=f"reply-{job.id}", daemon=True)
+        # Under the lock: cancel() never sees a job whose thread has not started, and a job either
+        # starts before shutdown looks (and is stopped, its done sent) or is refused.
         with self._lock:
+            if self._closing.is_set():
+                raise ClientError("shutting_down", "specchat is shutting down: start it again, then send again.")
             self._backlog = []
-        self.messages.append(said)
-        self.job = job
-        self._pump = threading.Thread(target=self._run, args=(job, work), name=f"reply-{job.id}", daemon=True)
-        self._pump.start()
+            self.messages.append(said)
+            self.job, self._pump = job, pump
+            pump.start()
 
     def _run(self, job: Job, work: Callable[[], tuple[Message, dict]]) -> None:
         reply, last = Message("assistant", ""), None
@@ -106,12 +112,13 @@ class Conversation:
         # guarded() ends with exactly one Done: the last event.
         return Message("assistant", "".join(said[Answer]), "".join(said[Thinking])), reply_frame(event, tag)
 
-    def cancel(self, wait: bool = False) -> None:
-        job, pump = self.job, self._pump
+    def cancel(self, wait: bool = False, timeout: float = 10) -> None:
+        with self._lock:
+            job, pump = self.job, self._pump
         if job is not None:
             job.cancel.set()
         if wait and pump is not None:
-            pump.join(timeout=10)
+            pump.join(timeout=timeout)
 
 
 class Conversations:
@@ -121,6 +128,7 @@ class Conversations:
         self._engine = engine
         self._lock = threading.Lock()
         self._all: OrderedDict[str, Conversation] = OrderedDict()
+        self._closing = threading.Event()
 
     def open(self, wanted: str | None) -> tuple[Conversation, bool]:
         """The detached conversation ``wanted`` (resumed), or a new one.
@@ -137,7 +145,7 @@ class Conversations:
                     found = self._all.get(wanted) if wanted else None
                     resumed = found is not None and not found.attached
                     if not resumed:
-                        found = Conversation()
+                        found = Conversation(self._closing)
                         self._all[found.id] = found
                     break
             time.sleep(0.02)
@@ -151,6 +159,16 @@ class Conversations:
         with self._lock:
             self._all.pop(conversation.id, None)
         self._engine().forget(conversation.id)
+
+    def close(self, timeout: float = 10) -> None:
+        """Refuse new jobs, stop every job and wait until each sent its last frame."""
+        self._closing.set()
+        conversations = self.all()
+        for conversation in conversations:
+            conversation.cancel()
+        deadline = time.monotonic() + timeout
+        for conversation in conversations:
+            conversation.cancel(wait=True, timeout=max(0.0, deadline - time.monotonic()))
 
     def all(self) -> list[Conversation]:
         with self._lock:

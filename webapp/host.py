@@ -45,6 +45,8 @@ class EngineHost:
         self._sessions: set[ChatSession] = set()
         self.conversations = Conversations(lambda: self.engine)
         self._lock = threading.Lock()
+        self._loads: list[threading.Thread] = []  # loads and hand-overs, for shut_down to wait on
+        self._closing = False
         self._watch(engine)
 
     def init_app(self, app) -> None:
@@ -81,9 +83,14 @@ class EngineHost:
 
     def start_loading(self) -> threading.Thread:
         """Load in the background: the port is open and the UI shows progress meanwhile."""
-        thread = threading.Thread(
-            target=self.engine.load, args=(self.settings.current,), name="engine-load", daemon=True
-        )
+        with self._lock:
+            return self._background(self.engine.load, (self.settings.current,), "engine-load")
+
+    def _background(self, target, args: tuple, name: str) -> threading.Thread:
+        """Start a load or hand-over that shut_down waits for; the caller holds ``_lock``."""
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        self._loads = [t for t in self._loads if t.is_alive()]
+        self._loads.append(thread)
         thread.start()
         return thread
 
@@ -100,18 +107,20 @@ class EngineHost:
         except EngineError as exc:
             raise ClientError("invalid_engine", f"Engine not changed: {exc.message}") from None
         self.cancel_all()
-        with self._lock:
-            old, self.engine, self.spec = self.engine, engine, spec
         self._watch(engine)
+        with self._lock:
+            if self._closing:
+                raise ClientError("shutting_down", "specchat is shutting down: start it again to switch engines.")
+            old, self.engine, self.spec = self.engine, engine, spec
+            self._background(self._hand_over, (old, engine), "engine-switch")
         self.broadcast(self.engine_frame())
-        threading.Thread(target=self._hand_over, args=(old, engine), name="engine-switch", daemon=True).start()
 
     def _hand_over(self, old: Engine, new: Engine) -> None:
         try:
             old.unload()
         except Exception:  # the new engine must still load
             log.exception("unloading %s failed", old.name)
-        if new is self.engine:
+        if new is self.engine and not self._closing:
             new.load(self.settings.current)
 
     def add(self, session: ChatSession) -> None:
@@ -134,6 +143,30 @@ class EngineHost:
         full = options.model_dump()
         self.broadcast({"type": "settings", "values": full})
         return full
+
+    def close(self) -> None:
+        """Shutdown's first half, before the sockets close: refuse new replies and switches, stop every
+        reply and wait until each sent its ``done``."""
+        with self._lock:
+            self._closing = True
+        self.conversations.close()
+
+    def shut_down(self) -> None:
+        """Shutdown's second half: wait for a load or hand-over in flight, then unload the engine in use.
+
+        Every engine is unloaded exactly once: a replaced one by its hand-over, the last one here.
+        """
+        self.close()
+        with self._lock:
+            loads = list(self._loads)
+        if any(thread.is_alive() for thread in loads):
+            log.info("waiting for the engine load in flight to finish")
+        for thread in loads:
+            thread.join()
+        try:
+            self.engine.unload()
+        except Exception:
+            log.exception("unloading %s failed", self.engine.name)
 
     def cancel_all(self) -> None:
         """Stop every reply and wait until each got its ``done`` frame."""
