@@ -207,11 +207,14 @@ def test_engine_identical_across_budget_cut_and_next_turn(engine):
         assert results[block] == results[1], f"block {block} differs"
 
 
-def test_mlx_vlm_loop_still_selectable_and_identical(engine):
-    options = GenerationOptions(reasoning_budget=0, max_tokens=40, temperature=0.0)
-    ours, _ = _engine_reply(engine, "What is 12 + 30?", options, "own")
-    theirs, done = _engine_reply(engine, "What is 12 + 30?", options.updated({"decode_loop": "mlx-vlm"}), "vlm")
-    assert done.finish_reason == "stop" and ours == theirs
+@pytest.mark.parametrize("max_tokens, finish", [(40, "stop"), (7, "length")])
+def test_mlx_vlm_loop_still_selectable_and_identical(engine, max_tokens, finish):
+    options = GenerationOptions(reasoning_budget=0, max_tokens=max_tokens, temperature=0.0)
+    ours, mine = _engine_reply(engine, "What is 12 + 30?", options, f"own-{max_tokens}")
+    theirs, done = _engine_reply(engine, "What is 12 + 30?", options.updated({"decode_loop": "mlx-vlm"}),
+                                 f"vlm-{max_tokens}")
+    assert done.finish_reason == mine.finish_reason == finish and ours == theirs
+    assert done.stats["answer_tokens"] == mine.stats["answer_tokens"]
 
 
 def test_stop_takes_effect_within_one_round(engine):

@@ -32,7 +32,11 @@ class VlmLoop:
         if gen.speculative:
             kwargs.update(draft_model=loaded.drafter, draft_kind=loaded.drafter_kind,
                           draft_block_size=options.draft_block_size)
+        from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
+
         stream = stream_generate(loaded.model, loaded.processor, "", **kwargs)
+        # Text comes from our own detokenizer, so a reply cut short here still gets its last token's text.
+        detokenizer = make_streaming_detokenizer(loaded.processor)
         finish = "length"
         try:
             for chunk in stream:
@@ -44,13 +48,13 @@ class VlmLoop:
                     gen.first_phase = False
                     gen.meter.cached_tokens = int(chunk.cached_tokens or 0)
                 if chunk.finish_reason is not None:
-                    # The final chunk repeats the last token and carries the detokenizer's
-                    # tail. The loop runs on: after it the library stores the prompt cache.
-                    gen.deliver(chunk.text)
+                    # The final chunk repeats the last token. The loop runs on: after it the
+                    # library stores the prompt cache.
                     finish = chunk.finish_reason
                     continue
                 thinking = gen.splitter.thinking
-                gen.deliver(chunk.text)
+                detokenizer.add_token(chunk.token)
+                gen.deliver(detokenizer.last_segment)
                 gen.counted(thinking)
                 if gen.answer_full:
                     gen.cache_stale = True
@@ -58,6 +62,8 @@ class VlmLoop:
             self._reconcile_cache(gen.conversation)
             return finish
         finally:
+            detokenizer.finalize()
+            gen.deliver(detokenizer.last_segment)
             stream.close()
             # The drafter's per-round lists start afresh with the next phase.
             gen.rounds += self.live_rounds(gen)
