@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -34,7 +35,8 @@ def create_engine(spec: EngineSpec) -> Engine:
     if spec.name == "fake":
         from .fake import FakeEngine
 
-        return FakeEngine()
+        # A slower fake gives a test time to act mid-reply on a real server process (e.g. kill it).
+        return FakeEngine(delay_s=float(os.environ.get("SPECCHAT_FAKE_DELAY_S") or 0.005))
     if spec.name == "openai":
         if not spec.base_url:
             raise EngineError("The openai engine needs the server's /v1 URL, e.g. http://127.0.0.1:8080/v1.",

@@ -142,7 +142,7 @@ def test_a_reconnecting_tab_gets_the_whole_race(fake_server):
     fake_server.engine.delay_s = 0.02
     ws = WsClient(fake_server.ws_url)
     conversation = ws.hello["conversation"]
-    ws.send({"type": "race", "id": "r1", "text": "hello", "runs": 2, "parent": "m0"})
+    ws.send({"type": "race", "id": "r1", "text": "hello", "runs": 2})
     ws.until("done")  # the first lane is over
     ws.close()
     with WsClient(f"{fake_server.ws_url}?conversation={conversation}") as back:

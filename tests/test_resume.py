@@ -14,7 +14,8 @@ def test_reply_survives_a_dropped_socket_and_resumes_whole(fake_server):
     with WsClient(f"{fake_server.ws_url}?conversation={conversation}") as back:
         assert back.hello["resumed"] is True and back.hello["conversation"] == conversation
         done, frames = back.until("done", id="m1")
-        assert frames[0] == {"type": "start", "id": "m1"}  # the reply from its start, then live
+        assert frames[0]["type"] == "start" and frames[0]["id"] == "m1"  # the reply from its start, then live
+        assert {f["message"] for f in frames} == {frames[0]["message"]}
         assert done["finish_reason"] == "stop"
         assert texts(frames, "answer").split() == ANSWER.split()
         assert texts(frames, "thinking").strip()
@@ -40,11 +41,13 @@ def test_unknown_or_attached_conversation_starts_a_new_one(fake_server):
             assert other.hello["conversation"] != ws.hello["conversation"]
 
 
-def test_new_chat_forgets_the_old_conversation(fake_server):
+def test_new_chat_starts_another_conversation_and_the_old_one_stays_stored(fake_server):
     with WsClient(fake_server.ws_url) as ws:
         old = ws.hello["conversation"]
         ws.chat("m1")
         ws.send({"type": "new_chat"})
         assert ws.until("new_chat")[0]["conversation"] != old
     with WsClient(f"{fake_server.ws_url}?conversation={old}") as back:
-        assert back.hello["resumed"] is False
+        assert back.hello["resumed"] is True and back.hello["conversation"] == old
+        back.chat("m2")
+    assert [m.content for m in fake_server.engine.turns[-1].messages][::2] == ["hello", "hello"]

@@ -18,12 +18,16 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
 
     ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
     answers to); without it no Origin/Host check is made, as in unit tests.
+
+    Conversations are stored in ``data_dir/specchat.db`` (in memory without a
+    data folder); a database that cannot be used raises ``store.StoreError``.
     """
     from . import api, pages, security
     from .baseline import Baselines
     from .host import EngineHost
     from .receipts import Receipts
     from .settings import SettingsStore
+    from .store import Store
     from .ws import sock
 
     app = Flask(
@@ -37,7 +41,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     app.config.update(config or {})
     security.init_app(app)
     data = Path(data_dir) if data_dir else None
-    EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory).init_app(app)
+    EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory,
+               Store(data)).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     sock.init_app(app)

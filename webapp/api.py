@@ -1,4 +1,5 @@
-"""REST: health, settings, cache reset, engine switch, race receipts, the drafter-off baseline."""
+"""REST: health, settings, cache reset, engine switch, race receipts, the drafter-off baseline, and the stored
+conversations (list and search, read, rename, delete, export, import)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,14 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from engines import EngineError
 
 from .errors import ClientError, error_body
+from .exports import branch_markdown, export_json, imported, parse_import
 from .protocol import CONTEST_ID
 from .receipts import markdown
+from .store import parse_time
 
 bp = Blueprint("api", __name__, url_prefix="/api")
+MAX_LIST = 200
+MAX_TITLE = 1000
 
 
 def _host():
@@ -85,3 +90,80 @@ def baseline():
 @bp.post("/calibrate")
 def calibrate():
     return jsonify({"ok": True, "baseline": _host().calibrate()})
+
+
+# Stored conversations
+
+def _conversations():
+    return _host().conversations
+
+
+def _stored(id: str) -> dict:
+    found = _conversations().store.conversation(id)
+    if found is None:
+        raise ClientError("unknown_conversation", f"No conversation {id!r}: list them with GET /api/conversations.",
+                          status=404)
+    return found
+
+
+@bp.get("/conversations")
+def list_conversations():
+    args = request.args
+    limit = args.get("limit", "50")
+    if not (limit.isdigit() and 1 <= int(limit) <= MAX_LIST):
+        raise ClientError("bad_limit", f"limit must be a whole number from 1 to {MAX_LIST}, not {limit!r}.")
+    before = args.get("before") or None
+    if before is not None:
+        try:
+            parse_time(before)
+        except ValueError:
+            raise ClientError("bad_before", f"before must be a conversation's updated_at (e.g. "
+                              f"2025-01-31T12:00:00.000000Z), not {before!r}.") from None
+    found = _conversations().store.search(args.get("q", ""), int(limit), before)
+    return jsonify({"ok": True, "conversations": found})
+
+
+@bp.get("/conversations/<id>")
+def get_conversation(id: str):
+    return jsonify({"ok": True, **_stored(id)})
+
+
+@bp.patch("/conversations/<id>")
+def rename_conversation(id: str):
+    body = request.get_json(silent=True)
+    title = body.get("title") if isinstance(body, dict) else None
+    if not isinstance(title, str) or not title.strip() or len(title) > MAX_TITLE:
+        raise ClientError("bad_title", f'Send {{"title": "…"}}: a title of 1 to {MAX_TITLE} characters.')
+    _stored(id)
+    _conversations().store.rename(id, title.strip())
+    return jsonify({"ok": True, **_stored(id)})
+
+
+@bp.delete("/conversations/<id>")
+def delete_conversation(id: str):
+    _stored(id)
+    _conversations().delete(id)
+    return Response(status=204)
+
+
+@bp.get("/conversations/<id>/export")
+def export_conversation(id: str):
+    conversation = _stored(id)
+    kind = request.args.get("format", "json")
+    if kind == "json":
+        response = jsonify(export_json(conversation))
+        suffix = "json"
+    elif kind == "markdown":
+        branch = _conversations().store.branch(id, conversation["current"])
+        response = Response(branch_markdown(conversation, branch), mimetype="text/markdown")
+        suffix = "md"
+    else:
+        raise ClientError("bad_format", f"Unknown export format {kind!r}: use format=json or format=markdown.")
+    response.headers["Content-Disposition"] = f'attachment; filename="specchat-{id}.{suffix}"'
+    return response
+
+
+@bp.post("/conversations/import")
+def import_conversation():
+    title, created_at, current, messages = imported(parse_import(request.get_json(silent=True)))
+    return jsonify({"ok": True, "id": _conversations().store.create(title, created_at, current, messages)}), 201

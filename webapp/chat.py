@@ -10,6 +10,7 @@ import orjson
 from engines import EngineError, Message, Turn
 
 from . import protocol
+from .conversation import Conversation, new_message, produced_by
 from .errors import ClientError, error_frame
 from .host import EngineHost
 from .race import start_race, start_sweep
@@ -62,22 +63,51 @@ class ChatSession:
             self.send(error_frame(exc.code, exc.message, _frame_id(raw)))
 
     def _on_chat(self, frame: protocol.ChatFrame) -> None:
-        conversation = self.conversation
-        if conversation.job is not None:
-            raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then send again.")
-        if self._host.exclusive.locked():
-            raise ClientError("busy", "A race or calibration is running: wait for it to finish, then send again.")
-        turn = Turn(
-            id=frame.id,
-            conversation_id=conversation.id,
-            messages=[*conversation.messages, Message("user", frame.text)],
-            options=self._host.settings.current,
-        )
+        conversation = self._free_conversation()
+        parent = conversation.parent_for(frame.parent, frame.parent_given)
+        said = new_message("user", parent, frame.text)
+        turn = conversation.turn(frame.id, [*conversation.history(parent), Message("user", frame.text)],
+                                 self._host.settings.current)
+        self._reply(turn, [said, new_message("assistant", said["id"])])
+
+    def _on_regenerate(self, frame: protocol.RegenerateFrame) -> None:
+        conversation = self._free_conversation()
+        if frame.message is None:
+            target = conversation.last_reply()
+            if target is None:
+                raise ClientError("unknown_message", "This conversation has no reply to regenerate yet: send a "
+                                  "message first.")
+        else:
+            target = conversation.find(frame.message)
+            if target is None or target["role"] != "assistant":
+                raise ClientError("unknown_message", f"No reply {frame.message!r} in this conversation: regenerate "
+                                  "one of its assistant messages.")
+        # A sibling of the target: the same user message answered again, with the current settings.
+        turn = conversation.turn(frame.id, conversation.history(target["parent"]), self._host.settings.current)
+        self._reply(turn, [new_message("assistant", target["parent"])])
+
+    def _reply(self, turn: Turn, new: list[dict]) -> None:
+        """Open the engine's stream, then store ``new`` (ending with the reply) and stream into it."""
+        new[-1]["settings"] = produced_by(self._host.engine.info(), turn.options)
         try:
             events = self._host.engine.stream(turn)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-        conversation.start(turn, events)
+        self.conversation.start(turn, events, new)
+
+    def _free_conversation(self) -> Conversation:
+        """The tab's conversation, when nothing streams in it or holds the engine."""
+        if self.conversation.job is not None:
+            raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then send again.")
+        if self._host.exclusive.locked():
+            raise ClientError("busy", "A race or calibration is running: wait for it to finish, then send again.")
+        return self.conversation
+
+    def _on_select(self, frame: protocol.SelectFrame) -> None:
+        if self.conversation.job is not None:
+            raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then switch branch.")
+        current = self.conversation.select(frame.message)
+        self.send({"type": "selected", "message": frame.message, "current": current})
 
     def _on_race(self, frame: protocol.RaceFrame) -> None:
         start_race(self._host, self.conversation, frame)
@@ -105,6 +135,7 @@ class ChatSession:
         self.send({"type": "cache_reset", "freed": freed})
 
     def _on_new_chat(self, frame: protocol.NewChatFrame) -> None:
+        """A new conversation for this tab; the old one stays stored."""
         old = self.conversation
         self._host.conversations.drop(old)  # while attached: a reply in flight ends with its done here
         old.detach(self.send)

@@ -1,28 +1,36 @@
-"""A chat's history and its reply (or race) in flight, kept when the tab's socket drops.
+"""A chat's stored tree of messages and its reply (or race) in flight, kept when the tab's socket drops.
 
 A reply goes on while its tab reconnects; the reconnected tab is sent the
 reply's frames so far (its "backlog") and then the rest live, so an answer is
-never lost to a network blip or a reload.
+never lost to a network blip or a reload. Every message is stored as it
+happens (the reply while it streams), so neither is it lost to a restart.
 """
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
-import uuid
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
-from engines import Answer, Done, Engine, Message, Thinking, Turn, guarded
+from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Message, Thinking, Turn, guarded
 
 from .errors import ClientError
 from .frames import reply_frame
+from .store import Store, new_id, now
+
+log = logging.getLogger(__name__)
 
 REPLY_FRAMES = ("start", "thinking", "answer", "stats", "done", "race_done", "sweep_done")
 KEEP_DETACHED_S = 15 * 60
 MAX_CONVERSATIONS = 32
 REATTACH_WAIT_S = 2.0
+SAVE_EVERY_S = 0.5  # a streaming reply is written at least this often: a killed process loses less than this
+RECORDED_SETTINGS = ("speculative", "draft_block_size", "reasoning_budget", "temperature", "top_p", "max_tokens")
 
 
 class Job(Protocol):
@@ -32,17 +40,137 @@ class Job(Protocol):
     cancel: threading.Event
 
 
+@dataclass
+class Said:
+    """How a job's reply ended: what it said, and its last frame (sent once the conversation is free)."""
+
+    content: str = ""
+    thinking: str = ""
+    finish_reason: str = "error"
+    stats: dict | None = None
+    last: dict | None = None
+
+
+def new_message(role: str, parent: str | None, content: str = "", settings: dict | None = None) -> dict:
+    """A message as stored; an assistant message is streaming (no ``finish_reason``) until its reply ends."""
+    return {"id": new_id(), "parent": parent, "role": role, "content": content, "thinking": "",
+            "finish_reason": None, "stats": None, "settings": settings, "created_at": now()}
+
+
+def produced_by(info: EngineInfo, options: GenerationOptions) -> dict:
+    """What produced a reply, stored with it."""
+    return {"engine": info.name, "model": info.model, "drafter": info.drafter,
+            **{key: getattr(options, key) for key in RECORDED_SETTINGS}}
+
+
+def said_by_engine(messages: list[dict]) -> list[Message]:
+    """A stored branch as the engine gets it. A reply that ended in an error is left out: the user saw it
+    fail, so the model must not take it as a complete reply (it would build on a broken answer)."""
+    return [Message(m["role"], m["content"], m["thinking"]) for m in messages
+            if not (m["role"] == "assistant" and m["finish_reason"] == "error")]
+
+
+class Autosave:
+    """Writes a streaming reply's text so far every ``SAVE_EVERY_S`` on a thread of its own: a killed process
+    loses at most that much of it (also while the engine stalls), and the reply's thread never waits on
+    the disk, so streaming goes at the engine's speed."""
+
+    def __init__(self, write: Callable[[str, str], None], answer: list[str], thinking: list[str]):
+        self._write, self._answer, self._thinking = write, answer, thinking
+        self._closed = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="autosave", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        saved = (0, 0)
+        while not self._closed.wait(SAVE_EVERY_S):
+            answer, thinking = list(self._answer), list(self._thinking)  # copies: the lists grow meanwhile
+            if (len(answer), len(thinking)) != saved:
+                self._write("".join(answer), "".join(thinking))
+                saved = (len(answer), len(thinking))
+
+    def close(self) -> None:
+        self._closed.set()
+        self._thread.join()
+
+
 class Conversation:
-    def __init__(self, closing: threading.Event | None = None) -> None:
-        self.id = uuid.uuid4().hex
+    def __init__(self, store: Store, engine: Callable[[], Engine], id: str | None = None,
+                 current: str | None = None, closing: threading.Event | None = None):
+        self.id = id or new_id()
         self._closing = closing or threading.Event()  # set when the server shuts down: no new jobs
-        self.messages: list[Message] = []
+        self.current = current  # the leaf of the branch on screen; None before the first message
         self.job: Job | None = None
+        self._store = store
+        self._engine = engine
         self._pump: threading.Thread | None = None
         self._lock = threading.Lock()
         self._sink: Callable[[dict], None] | None = None
         self._backlog: list[dict] = []  # the latest job's frames, for a tab that reattaches
         self.detached_at: float | None = time.monotonic()
+        # The engine caches a conversation by id and expects each turn to extend the last one; a turn on
+        # another branch (or after a failed reply) gets a fresh id, so no cache is reused for it.
+        self._turns = 0
+        self.engine_id = f"{self.id}-0"
+        self._engine_saw: list[Message] | None = None
+
+    # The tree
+
+    def find(self, message: str) -> dict | None:
+        return next((m for m in self._store.messages(self.id) if m["id"] == message), None)
+
+    def history(self, leaf: str | None) -> list[Message]:
+        """The branch ending at ``leaf``, as the engine gets it."""
+        return said_by_engine(self._store.branch(self.id, leaf))
+
+    def parent_for(self, requested: str | None, given: bool) -> str | None:
+        """The message a new user message follows: the current leaf unless ``given``; a given None starts a
+        new first message (an edit of the first one)."""
+        if not given:
+            return self.current
+        if requested is None:
+            return None
+        found = self.find(requested)
+        if found is None:
+            raise ClientError("unknown_message", f"No message {requested!r} in this conversation: answer after "
+                              "one of its messages, or leave parent out to follow the current branch.")
+        if found["role"] != "assistant":
+            raise ClientError("bad_parent", f"Message {requested!r} is the user's: a user message follows a reply. "
+                              "To edit a user message, send the edit with that message's parent.")
+        return requested
+
+    def last_reply(self) -> dict | None:
+        """The last assistant message of the current branch."""
+        return next((m for m in reversed(self._store.branch(self.id, self.current)) if m["role"] == "assistant"),
+                    None)
+
+    def select(self, message: str) -> str:
+        """Show the branch through ``message``, down to its newest leaf; returns that leaf."""
+        messages = self._store.messages(self.id)
+        if not any(m["id"] == message for m in messages):
+            raise ClientError("unknown_message", f"No message {message!r} in this conversation: select one of "
+                              "the ids from GET /api/conversations/<id>.")
+        newest_child = {m["parent"]: m["id"] for m in messages}  # in insertion order: the last child wins
+        leaf = message
+        while leaf in newest_child:
+            leaf = newest_child[leaf]
+        self._store.set_current(self.id, leaf)
+        self.current = leaf
+        return leaf
+
+    def turn(self, id: str, messages: list[Message], options: GenerationOptions) -> Turn:
+        """A reply to ``messages`` (ending with the user's) under the engine conversation its history fits."""
+        if self._engine_saw is not None and messages[:-1] != self._engine_saw:
+            self.new_engine_id()
+        return Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options)
+
+    def new_engine_id(self) -> None:
+        """Start afresh in the engine, which forgets the old one's cache."""
+        old, self._turns = self.engine_id, self._turns + 1
+        self.engine_id, self._engine_saw = f"{self.id}-{self._turns}", None
+        self._engine().forget(old)
+
+    # Frames
 
     @property
     def attached(self) -> bool:
@@ -70,47 +198,74 @@ class Conversation:
             if self._sink is not None:
                 self._sink(frame)
 
-    def start(self, turn: Turn, events) -> None:
-        """Stream a reply to ``turn``, whose last message is the user's."""
-        self.begin(turn, turn.messages[-1], lambda: self._forward(turn, events))
+    # Jobs
 
-    def begin(self, job: Job, said: Message, work: Callable[[], tuple[Message, dict]]) -> None:
-        """Run ``work`` on its own thread; it emits its frames as it goes and returns the reply for the
-        history and its last frame, which is sent once the conversation is free for the next message."""
-        pump = threading.Thread(target=self._run, args=(job, work), name=f"reply-{job.id}", daemon=True)
+    def start(self, turn: Turn, events, new: list[dict]) -> None:
+        """Stream a reply to ``turn`` into the last of the ``new`` messages (stored first)."""
+        def engine_saw(said: Said) -> None:
+            self._engine_saw = [*turn.messages, Message("assistant", said.content, said.thinking)]
+
+        self.begin(turn, new, lambda: self._forward(turn, events, new[-1]), engine_saw)
+
+    def begin(self, job: Job, new: list[dict], work: Callable[[], Said],
+              after: Callable[[Said], None] | None = None) -> None:
+        """Store ``new`` (the user's message and the reply, or just a reply) and run ``work`` on its own
+        thread; it emits its frames as it goes and returns what the reply said, which ``after`` gets."""
+        pump = threading.Thread(target=self._run, args=(job, new[-1]["id"], work, after),
+                                name=f"reply-{job.id}", daemon=True)
         # Under the lock: cancel() never sees a job whose thread has not started, and a job either
         # starts before shutdown looks (and is stopped, its done sent) or is refused.
         with self._lock:
             if self._closing.is_set():
                 raise ClientError("shutting_down", "specchat is shutting down: start it again, then send again.")
             self._backlog = []
-            self.messages.append(said)
+            try:
+                self._store.add(self.id, new, current=new[-1]["id"])
+            except sqlite3.Error:  # a failing disk must not cost the user the reply on screen
+                log.exception("storing conversation %s failed", self.id)
+            self.current = new[-1]["id"]
             self.job, self._pump = job, pump
             pump.start()
 
-    def _run(self, job: Job, work: Callable[[], tuple[Message, dict]]) -> None:
-        reply, last = Message("assistant", ""), None
+    def _run(self, job: Job, message: str, work: Callable[[], Said], after: Callable[[Said], None] | None) -> None:
+        said = Said()
         try:
-            reply, last = work()
+            said = work()
         finally:
             job.cancel.set()
-            self.messages.append(reply)
+            self._write(self._store.finish_reply, message, said.content, said.thinking, said.finish_reason,
+                        said.stats)
+            if after is not None:
+                after(said)
             self.job = None
-            if last is not None:
-                self.emit(last)
+            if said.last is not None:
+                self.emit(said.last)
 
-    def _forward(self, turn: Turn, events) -> tuple[Message, dict]:
-        """Send the reply's events; what was said is recorded whatever way it ends."""
+    def _write(self, write: Callable, *args) -> None:
+        try:
+            write(self.id, *args)
+        except sqlite3.Error:
+            log.exception("storing conversation %s failed", self.id)
+
+    def _forward(self, turn: Turn, events, reply: dict) -> Said:
+        """Send the reply's events and store what it says as it goes; recorded whatever way it ends."""
         said = {Thinking: [], Answer: []}
-        tag = {"id": turn.id}
-        self.emit({"type": "start", **tag})
-        for event in guarded(events):
-            if isinstance(event, (Thinking, Answer)):
-                said[type(event)].append(event.text)
-            if not isinstance(event, Done):
-                self.emit(reply_frame(event, tag))
+        tag = {"id": turn.id, "message": reply["id"]}
+        self.emit({"type": "start", **tag, "parent": reply["parent"]})
+        autosave = Autosave(lambda answer, thinking: self._write(self._store.save_reply, reply["id"], answer,
+                                                                 thinking), said[Answer], said[Thinking])
+        try:
+            for event in guarded(events):
+                if isinstance(event, (Thinking, Answer)):
+                    said[type(event)].append(event.text)
+                if not isinstance(event, Done):
+                    self.emit(reply_frame(event, tag))
+        finally:
+            autosave.close()  # before the final write, which no later save may overtake
         # guarded() ends with exactly one Done: the last event.
-        return Message("assistant", "".join(said[Answer]), "".join(said[Thinking])), reply_frame(event, tag)
+        last = reply_frame(event, tag)
+        stats = {**event.stats, "error": last["error"]} if "error" in last else event.stats
+        return Said("".join(said[Answer]), "".join(said[Thinking]), event.finish_reason, stats, last)
 
     def cancel(self, wait: bool = False, timeout: float = 10) -> None:
         with self._lock:
@@ -122,16 +277,18 @@ class Conversation:
 
 
 class Conversations:
-    """Open conversations by id; a detached one is kept a while for its tab to come back."""
+    """Open conversations by id; a detached one is kept a while for its tab to come back, and a stored one
+    is opened again from the store."""
 
-    def __init__(self, engine: Callable[[], Engine]):
+    def __init__(self, engine: Callable[[], Engine], store: Store):
         self._engine = engine
+        self.store = store
         self._lock = threading.Lock()
         self._all: OrderedDict[str, Conversation] = OrderedDict()
         self._closing = threading.Event()
 
     def open(self, wanted: str | None) -> tuple[Conversation, bool]:
-        """The detached conversation ``wanted`` (resumed), or a new one.
+        """The detached or stored conversation ``wanted`` (resumed), or a new one.
 
         A reloaded tab can be back before the server noticed its old socket
         close, so a conversation still attached gets a moment to come free.
@@ -144,21 +301,39 @@ class Conversations:
                     stale = self._expire()
                     found = self._all.get(wanted) if wanted else None
                     resumed = found is not None and not found.attached
+                    if found is None and wanted:
+                        head = self.store.head(wanted)
+                        if head is not None:
+                            found, resumed = Conversation(self.store, self._engine, wanted, head["current"],
+                                                         self._closing), True
+                            self._all[wanted] = found
                     if not resumed:
-                        found = Conversation(self._closing)
+                        found = Conversation(self.store, self._engine, closing=self._closing)
                         self._all[found.id] = found
                     break
             time.sleep(0.02)
         for conversation in stale:
             conversation.cancel()
-            self._engine().forget(conversation.id)
+            self._engine().forget(conversation.engine_id)
         return found, resumed
 
     def drop(self, conversation: Conversation) -> None:
+        """Close ``conversation`` here (it stays stored)."""
         conversation.cancel(wait=True)
         with self._lock:
-            self._all.pop(conversation.id, None)
-        self._engine().forget(conversation.id)
+            if self._all.get(conversation.id) is conversation:
+                del self._all[conversation.id]
+        self._engine().forget(conversation.engine_id)
+
+    def delete(self, id: str) -> bool:
+        """Delete a stored conversation; a tab that has it open goes on with an empty one of the same id."""
+        with self._lock:
+            open_ = self._all.get(id)
+        if open_ is not None:
+            open_.cancel(wait=True)
+            open_.current = None
+            open_.new_engine_id()
+        return self.store.delete(id)
 
     def close(self, timeout: float = 10) -> None:
         """Refuse new jobs, stop every job and wait until each sent its last frame."""
@@ -176,9 +351,9 @@ class Conversations:
 
     def _expire(self) -> list[Conversation]:
         """Remove conversations detached too long, or the oldest detached past the limit."""
-        now = time.monotonic()
+        now_ = time.monotonic()
         detached = [c for c in self._all.values() if c.detached_at is not None]
-        stale = {c.id: c for c in detached if now - c.detached_at > KEEP_DETACHED_S}
+        stale = {c.id: c for c in detached if now_ - c.detached_at > KEEP_DETACHED_S}
         stale.update((c.id, c) for c in detached[: max(0, len(self._all) - MAX_CONVERSATIONS)])
         for conversation_id in stale:
             del self._all[conversation_id]

@@ -17,6 +17,7 @@ from .conversation import Conversations
 from .errors import ClientError, describe_validation
 from .receipts import Receipts
 from .settings import SettingsStore
+from .store import Store
 
 if TYPE_CHECKING:
     from .chat import ChatSession
@@ -33,6 +34,7 @@ class EngineHost:
         baselines: Baselines,
         spec: EngineSpec | None = None,
         factory: Callable[[EngineSpec], Engine] | None = None,
+        store: Store | None = None,
     ):
         self.engine = engine
         self.spec = spec or EngineSpec(name=engine.name if engine.name in NAMES else "fake")
@@ -43,7 +45,8 @@ class EngineHost:
         self.exclusive = threading.Lock()
         self._factory = factory
         self._sessions: set[ChatSession] = set()
-        self.conversations = Conversations(lambda: self.engine)
+        self.store = store or Store(None)
+        self.conversations = Conversations(lambda: self.engine, self.store)
         self._lock = threading.Lock()
         self._loads: list[threading.Thread] = []  # loads and hand-overs, for shut_down to wait on
         self._closing = False

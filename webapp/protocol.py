@@ -19,10 +19,29 @@ class _Frame(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
 
+MessageId = Annotated[str, Field(min_length=1, max_length=200)]
+
+
 class ChatFrame(_Frame):
     type: Literal["chat"]
     id: str = Field(min_length=1, max_length=200)
     text: str = Field(min_length=1)
+    parent: MessageId | None = None  # left out: after the current leaf; null: a new first message
+
+    @property
+    def parent_given(self) -> bool:
+        return "parent" in self.model_fields_set
+
+
+class RegenerateFrame(_Frame):
+    type: Literal["regenerate"]
+    id: str = Field(min_length=1, max_length=200)
+    message: MessageId | None = None  # the reply to answer anew; default the current branch's last
+
+
+class SelectFrame(_Frame):
+    type: Literal["select"]
+    message: MessageId
 
 
 class StopFrame(_Frame):
@@ -58,7 +77,11 @@ class _ContestFrame(_Frame):
 
 class RaceFrame(_ContestFrame):
     type: Literal["race"]
-    parent: str | None = Field(None, min_length=1, max_length=200)
+    parent: MessageId | None = None  # as chat's
+
+    @property
+    def parent_given(self) -> bool:
+        return "parent" in self.model_fields_set
 
 
 class SweepFrame(_ContestFrame):
@@ -77,11 +100,12 @@ class SweepFrame(_ContestFrame):
 
 ClientFrame = Annotated[
     Union[ChatFrame, StopFrame, SettingsFrame, SwitchEngineFrame, ResetCacheFrame, NewChatFrame, RaceFrame,
-          SweepFrame],
+          SweepFrame, RegenerateFrame, SelectFrame],
     Field(discriminator="type"),
 ]
 _adapter = TypeAdapter(ClientFrame)
-TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat", "race", "sweep")
+TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat", "race", "sweep", "regenerate",
+         "select")
 
 
 def parse(raw: str | bytes) -> ClientFrame:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from engines import EngineError, GenerationOptions, Message
 
-from .conversation import Conversation
+from .conversation import Conversation, Said, new_message, produced_by
 from .errors import ClientError
 from .host import EngineHost
 from .lanes import Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule, tally
@@ -42,7 +42,8 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
     if info.drafter is None:
         raise ClientError("no_drafter", "This engine has no drafter, so there is nothing to race: load one "
                           "(specchat --drafter, or a model with an MTP head) and race again.")
-    started_at, context = time.time(), len(conversation.messages)
+    parent = conversation.parent_for(frame.parent, frame.parent_given)
+    started_at, context = time.time(), len(conversation.history(parent))
 
     def summarize(results: list[LaneRun], cancel: Relay) -> dict:
         off, on = (tally(results, lane, lanes[0]) for lane in lanes)
@@ -58,7 +59,7 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
         return summary
 
     lanes = race_lanes(options)
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize)
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, parent)
 
 
 def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
@@ -79,7 +80,7 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
         return summary
 
     lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize)
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize, conversation.current)
 
 
 def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally) -> dict:
@@ -97,17 +98,17 @@ def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally
 
 
 def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int,
-         kept: Lane, summarize: Callable[[list[LaneRun], Relay], dict]) -> None:
+         kept: Lane, summarize: Callable[[list[LaneRun], Relay], dict], parent: str | None) -> None:
     """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
     failed race), then play every lane in the conversation and end with ``summarize``'s frame. The
-    history keeps ``kept``'s last answer, as it would keep a reply."""
+    text is stored after ``parent`` with ``kept``'s last answer as its reply, as a chat's would be;
+    every frame carries that reply's ``message`` id."""
     if conversation.job is not None:
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
     if not host.exclusive.acquire(blocking=False):
         raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.")
     try:
-        said = Message("user", text)
-        messages = [*conversation.messages, said]
+        messages = [*conversation.history(parent), Message("user", text)]
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
         replies += [LaneReply(host.engine, id, lane, run, prompt, messages)
                     for run, prompt, lane in schedule(lanes, runs)]
@@ -120,13 +121,24 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         host.exclusive.release()
         raise
 
-    def work() -> tuple[Message, dict]:
+    said = new_message("user", parent, text)
+    reply = new_message("assistant", said["id"], settings=produced_by(host.engine.info(), kept.options))
+
+    def tagged(frame: dict) -> dict:
+        """A lane's frame with the stored reply it writes to, as a chat reply's frames carry it."""
+        extra = {"message": reply["id"], "parent": said["id"]} if frame["type"] == "start" else {"message": reply["id"]}
+        return {**frame, **extra}
+
+    def work() -> Said:
         try:
-            results = run_lanes(replies, cancel, conversation.emit)
+            results = run_lanes(replies, cancel, lambda frame: conversation.emit(tagged(frame)))
+            summary = {**summarize(results, cancel), "message": reply["id"]}
             shown = next((r for r in reversed(results) if r.lane == kept), None)
-            reply = Message("assistant", shown.answer, shown.thinking) if shown else Message("assistant", "")
-            return reply, summarize(results, cancel)
+            if shown is None:
+                return Said(finish_reason=summary["finish_reason"], last=summary)
+            stats = {**shown.stats, "error": shown.error} if shown.error else shown.stats
+            return Said(shown.answer, shown.thinking, shown.finish_reason, stats, summary)
         finally:
             host.exclusive.release()
 
-    conversation.begin(Contest(id, cancel), said, work)
+    conversation.begin(Contest(id, cancel), [said, reply], work)

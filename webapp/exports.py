@@ -1,0 +1,115 @@
+"""A stored conversation as a file: lossless JSON (the whole tree, importable again) or readable Markdown."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .errors import ClientError, describe_validation
+from .store import parse_time, title_of
+
+FORMAT = "specchat.conversation"
+VERSION = 1
+FINISH_REASONS = ("stop", "length", "cancelled", "error", "interrupted")
+
+
+def export_json(conversation: dict) -> dict:
+    """The whole tree, every field as stored."""
+    return {"format": FORMAT, "version": VERSION, **conversation}
+
+
+class ImportedMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    id: str = Field(min_length=1, max_length=200)
+    parent: str | None
+    role: Literal["user", "assistant"]
+    content: str
+    thinking: str = ""
+    finish_reason: Literal[FINISH_REASONS] | None = None  # type: ignore[valid-type]
+    stats: dict | None = None
+    settings: dict | None = None
+    created_at: str
+
+    @field_validator("created_at")
+    @classmethod
+    def _a_stored_time(cls, value: str) -> str:
+        parse_time(value)  # a ValueError names the expected form
+        return value
+
+
+class ImportedConversation(BaseModel):
+    """An export, checked whole before anything is stored."""
+
+    model_config = ConfigDict(extra="ignore", strict=True)  # the export's own id and dates are not kept
+
+    format: Literal[FORMAT]  # type: ignore[valid-type]
+    version: Literal[VERSION]  # type: ignore[valid-type]
+    title: str | None = Field(None, max_length=1000)
+    created_at: str | None = None
+    current: str | None = None
+    messages: list[ImportedMessage] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _a_tree(self) -> "ImportedConversation":
+        seen: set[str] = set()
+        for n, message in enumerate(self.messages):
+            if message.id in seen:
+                raise ValueError(f"messages.{n}.id {message.id!r} appears twice")
+            if message.parent is not None and message.parent not in seen:
+                raise ValueError(f"messages.{n}.parent {message.parent!r} is not the id of an earlier message")
+            seen.add(message.id)
+        if self.current is not None and self.current not in seen:
+            raise ValueError(f"current {self.current!r} is not the id of one of the messages")
+        return self
+
+
+def parse_import(body) -> ImportedConversation:
+    if not isinstance(body, dict):
+        raise ClientError("bad_import", "Send a conversation export as JSON (what GET "
+                          "/api/conversations/<id>/export?format=json returns).")
+    try:
+        return ImportedConversation.model_validate(body)
+    except ValidationError as exc:
+        raise ClientError("bad_import", f"Not a specchat conversation export: {describe_validation(exc)}.") from None
+
+
+def imported(export: ImportedConversation) -> tuple[str, str, str, list[dict]]:
+    """(title, created_at, current, messages) to store; a reply exported mid-stream reads ``interrupted``."""
+    messages = [m.model_dump() for m in export.messages]
+    for message in messages:
+        if message["role"] == "assistant" and message["finish_reason"] is None:
+            message["finish_reason"] = "interrupted"
+    first_user = next((m["content"] for m in messages if m["role"] == "user"), "")
+    title = export.title if export.title is not None else title_of(first_user)
+    return title, export.created_at or messages[0]["created_at"], export.current or messages[-1]["id"], messages
+
+
+def branch_markdown(conversation: dict, branch: list[dict]) -> str:
+    """The branch on screen, readable: each reply says what produced it, thinking folds away."""
+    lines = [f"# {conversation['title'] or 'Conversation'}", "", f"*{conversation['created_at']}*", ""]
+    for message in branch:
+        if message["role"] == "user":
+            lines += ["## You", "", message["content"], ""]
+            continue
+        lines += [f"## Assistant{_produced_by(message)}", ""]
+        if message["thinking"]:
+            lines += ["<details><summary>Thinking</summary>", "", message["thinking"].strip(), "", "</details>", ""]
+        lines += [message["content"], ""]
+        if message["finish_reason"] not in (None, "stop"):
+            lines += [f"*({message['finish_reason']})*", ""]
+    return "\n".join(lines)
+
+
+def _produced_by(message: dict) -> str:
+    settings = message.get("settings") or {}
+    if not settings:
+        return ""
+    parts = [settings.get("model") or settings.get("engine") or ""]
+    if settings.get("speculative"):
+        parts.append(f"drafter on · block {settings.get('draft_block_size')}")
+    else:
+        parts.append("drafter off")
+    parts.append(f"budget {settings.get('reasoning_budget')}")
+    return " · " + " · ".join(p for p in parts if p)
