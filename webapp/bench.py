@@ -14,6 +14,7 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
+from .blas import blas_argument
 from .errors import describe_validation
 
 DEFAULT_PROMPT = "What is 4821 + 3977?"
@@ -68,7 +69,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="MLX engine: specchat's own draft/verify loop (default), mlx-vlm's, or both side by "
                         "side, interleaved")
     parser.add_argument("--json", type=Path, dest="json_out", help="also write the results here as JSON")
-    parser.add_argument("--blas", default=None, help="Linux CPU: auto, bundled or a library path, as for specchat")
+    parser.add_argument("--blas", type=blas_argument, default=None,
+                        help="Linux CPU: auto, bundled or a library path, as for specchat")
     args = parser.parse_args(argv)
     if args.json_out is not None and not args.json_out.expanduser().resolve().parent.is_dir():
         parser.error(f"--json {args.json_out}: its folder does not exist")

@@ -10,6 +10,7 @@ once with ``LD_PRELOAD`` set.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
@@ -24,6 +25,16 @@ CANDIDATES = (
     "/usr/lib64/libopenblas.so.0",
     "/usr/lib/libopenblas.so.0",
 )
+
+
+def blas_argument(text: str) -> str:
+    """``--blas``: auto, bundled or a library file that exists (a mistyped path must not silently fall back)."""
+    if text in ("auto", "bundled"):
+        return text
+    path = Path(text).expanduser()
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text} is not a file: pass auto, bundled or the path of a BLAS library")
+    return str(path)
 
 
 def find_openblas(choice: str | None) -> str | None:

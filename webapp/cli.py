@@ -14,6 +14,8 @@ from pathlib import Path
 
 from engines.registry import MTPLX_URL
 
+from .blas import blas_argument
+
 log = logging.getLogger("specchat")
 
 
@@ -23,10 +25,34 @@ def default_data_dir() -> Path:
     return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "specchat"
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line and status 2, no usage dump
+        self.exit(2, f"specchat: {message}\n")
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port: pass 1 to 65535, or 0 for a free one")
+    return value
+
+
+def log_level(text: str) -> str:
+    if text.upper() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a log level: pass {', '.join(LOG_LEVELS)}")
+    return text.upper()
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="specchat", description="Chat with a local model in your browser.")
+    parser = _Parser(prog="specchat", description="Chat with a local model in your browser.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
+    parser.add_argument("--port", type=port, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
     parser.add_argument(
         "--model",
         help="mlx: model folder or hub id (default: the bundled demo model); mtplx: the model `mtplx serve` loads "
@@ -50,10 +76,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--api-key", default=os.environ.get("SPECCHAT_API_KEY"),
                         help="API key for the openai or mtplx server (default: $SPECCHAT_API_KEY)")
     parser.add_argument(
-        "--blas", default=None,
+        "--blas", type=blas_argument, default=None,
         help="Linux CPU: auto (OpenBLAS when installed, the default), bundled (the mlx wheel's own), or a library path",
     )
-    parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
     if args.engine == "openai" and not args.base_url:
         parser.error("--engine openai needs --base-url, the server's /v1 URL (e.g. http://127.0.0.1:8080/v1)")
@@ -67,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return bench(argv[1:])
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = (args.data_dir or default_data_dir()).expanduser()
     from engines import EngineError
     from engines.registry import EngineSpec, create_engine

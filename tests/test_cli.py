@@ -1,0 +1,36 @@
+"""The command line's argument errors: one line, status 2, never a traceback or a silent fallback."""
+
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "webapp", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--log-level", "bogus"], "--log-level"),
+    (["--port", "-1"], "--port"),
+    (["--port", "70000"], "--port"),
+    (["--port", "http"], "--port"),
+    (["--blas", "/no/such/libopenblas.so"], "/no/such/libopenblas.so is not a file"),
+    (["bench", "--blas", "/no/such/libopenblas.so"], "/no/such/libopenblas.so is not a file"),
+])
+def test_bad_argument_is_one_line_and_status_2(tmp_path, args, words):
+    result = run_cli(*args, *([] if args[0] == "bench" else ["--data-dir", str(tmp_path)]))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("specchat") and words in lines[0]
+    assert result.stdout == ""
+
+
+def test_log_level_in_any_case(tmp_path):
+    from webapp.cli import parse_args
+
+    assert parse_args(["--log-level", "debug"]).log_level == "DEBUG"
+    assert parse_args(["--port", "0"]).port == 0 and parse_args(["--port", "65535"]).port == 65535
