@@ -27,12 +27,13 @@ from .errors import EngineBusy, EngineError, EngineNotReady
 from .events import Answer, Done, Event, Stats, Thinking
 from .options import GenerationOptions
 from .repetition import RepetitionGuard
-from .sse import EventStream, connect_error, error_detail, http_error, open_event_stream
+from .sse import Cancelled, EventStream, connect_error, error_detail, http_error, open_event_stream, send_cancellable
 from .stats import StatsMeter
 from .thinking import ThinkSplitter
 
 log = logging.getLogger(__name__)
 DEFAULT_STALL_S = 60.0  # longer than any keep-alive interval in use (MTPLX 5 s, llama.cpp 30 s)
+MODELS_TIMEOUT_S = 10.0  # GET /models is instant on a healthy server
 BUDGET_SLACK = 16  # a server that closes thinking at the budget may send a few tokens past it
 
 
@@ -191,9 +192,11 @@ class OpenAICompatEngine(Engine):
         headers = {"User-Agent": "specchat"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # The read timeout only ends the reader thread; stalls are judged by EventStream.
+        # The read timeout only ends the reader thread; stalls are judged by EventStream. Every request
+        # gets its own connection, so that Stop can shut it down whatever stage the request is at.
         self._client = httpx.Client(
             headers=headers, timeout=httpx.Timeout(connect=connect_s, read=stall_s + 5, write=30, pool=connect_s),
+            limits=httpx.Limits(max_keepalive_connections=0),
         )
         self._lock = threading.Lock()
         self._active: Turn | None = None
@@ -214,19 +217,23 @@ class OpenAICompatEngine(Engine):
         except EngineError:
             pass  # the state says why; the next message tries again
 
-    def _connect(self) -> None:
+    def _connect(self, cancel: threading.Event | None = None) -> None:
         """Check the server and record the outcome in the state; raises EngineError when it fails."""
         try:
-            note = self._check_models()
+            note = self._check_models(cancel)
         except EngineError as exc:
             self._set_state("error", exc.message)
             raise
         self._set_state("ready", note)
 
-    def _get_json(self, path: str):
+    def _get_json(self, path: str, cancel: threading.Event | None = None):
         url = self.base_url + path
+        request = self._client.build_request("GET", url, timeout=httpx.Timeout(MODELS_TIMEOUT_S))
         try:
-            response = self._client.get(url)
+            response = send_cancellable(self._client, request, cancel)
+        except httpx.TimeoutException as exc:
+            raise EngineError(f"{self.server} did not answer {url} within {MODELS_TIMEOUT_S:g} s: it may be stuck "
+                              "or busy. Check it, then send again.", "stalled") from exc
         except httpx.HTTPError as exc:
             raise connect_error(exc, url) from exc
         if response.status_code != 200:
@@ -238,9 +245,9 @@ class OpenAICompatEngine(Engine):
             raise EngineError(f"{self.server} answered {url} with something that is not JSON: it does not look "
                               "OpenAI-compatible. Check --base-url (the server's /v1 address).", "not_openai") from None
 
-    def _check_models(self) -> str:
+    def _check_models(self, cancel: threading.Event | None = None) -> str:
         """Reach GET /models; pick the first model when none was named. Returns a note for the UI."""
-        data = self._get_json("/models")
+        data = self._get_json("/models", cancel)
         models = data.get("data") if isinstance(data, dict) else None
         if not isinstance(models, list):
             raise EngineError(f"{self.server} answered /models without a model list: it does not look "
@@ -306,22 +313,26 @@ class OpenAICompatEngine(Engine):
     def before_turn(self, turn: Turn) -> None:
         """Runs on the reply's thread before the request: a server that was down is checked again."""
         if self._state != "ready":
-            self._connect()
+            self._connect(turn.cancel)
 
     def cancel_remote(self, turn: Turn) -> None:
         """The user pressed Stop; closing the stream already tells a server that honours disconnects."""
 
     def _reply(self, turn: Turn) -> Iterator[Event]:
-        self.before_turn(turn)
         reader = self.reader(turn)
         events: EventStream | None = None
         try:
+            self.before_turn(turn)
             events = open_event_stream(self._client, self.base_url + "/chat/completions", self.payload(turn),
-                                       self.headers(turn), self.server, self.stall_s)
+                                       self.headers(turn), self.server, self.stall_s, turn.cancel)
             for chunk in events.chunks(turn.cancel):
                 reader.skipped = events.skipped
                 yield from reader.feed(chunk)
             reader.skipped = events.skipped
+        except Cancelled:
+            self.cancel_remote(turn)
+            yield Done("cancelled", reader.snapshot())
+            return
         except EngineError as exc:
             yield from reader.finish_text()
             yield Done("error", reader.snapshot(), exc.code, self.explain(exc))

@@ -165,14 +165,66 @@ class EventStream:
         self._reader.join(timeout=2)
 
 
+class Cancelled(Exception):
+    """``cancel`` was set before the server answered."""
+
+
+def send_cancellable(client: httpx.Client, request: httpx.Request, cancel: threading.Event | None,
+                     stream: bool = False) -> httpx.Response:
+    """``client.send(request)``, given up within one poll once ``cancel`` is set (raises Cancelled).
+
+    The request runs on its own thread; on cancel its connection is shut down, which ends a wait for
+    response headers at once (a connect still in progress is left to its own timeout, unheard).
+    """
+    if cancel is None:
+        return client.send(request, stream=stream)
+    sockets: list = []
+
+    def trace(event: str, info: dict) -> None:
+        if event == "connection.connect_tcp.complete":
+            sockets.append(info["return_value"].get_extra_info("socket"))
+
+    request.extensions = {**request.extensions, "trace": trace}
+    outcome: dict = {}
+    given_up = threading.Event()
+
+    def send() -> None:
+        try:
+            outcome["response"] = client.send(request, stream=stream)
+        except BaseException as exc:  # handed to the caller
+            outcome["error"] = exc
+        if given_up.is_set() and "response" in outcome:
+            outcome["response"].close()
+
+    sender = threading.Thread(target=send, name="http-send", daemon=True)
+    sender.start()
+    while sender.is_alive() and not cancel.is_set():
+        sender.join(POLL_S)
+    if sender.is_alive():
+        given_up.set()
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        sender.join(1.0)
+        if "response" in outcome:  # answered just as it was given up
+            outcome["response"].close()
+        raise Cancelled()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["response"]
+
+
 def open_event_stream(client: httpx.Client, url: str, body: dict, headers: dict, server: str,
-                      stall_s: float) -> EventStream:
-    """POST ``body`` and return its event stream, or raise EngineError for any refusal."""
+                      stall_s: float, cancel: threading.Event | None = None) -> EventStream:
+    """POST ``body`` and return its event stream, or raise EngineError for any refusal (Cancelled when
+    ``cancel`` is set first)."""
     request = client.build_request("POST", url, content=orjson.dumps(body),
                                    headers={"Content-Type": "application/json", "Accept": "text/event-stream",
                                             **headers})
     try:
-        response = client.send(request, stream=True)
+        response = send_cancellable(client, request, cancel, stream=True)
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
         raise connect_error(exc, url) from exc
     except httpx.TimeoutException as exc:
