@@ -113,7 +113,9 @@ def _depthwise_conv(x, weight, length: int):
 def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
     """One gated-delta block; returns (output, conv input, final or per-position states)."""
     import mlx.nn as nn
-    from mlx_vlm.models.qwen3_5.gated_delta import gated_delta_update, gated_delta_update_with_states
+    from mlx_vlm.models.qwen3_5.gated_delta import gated_delta_update
+
+    from .recurrence import with_states as gated_delta_with_states
 
     mx = _mx()
     B, L, _ = x.shape
@@ -132,7 +134,7 @@ def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
     ]
     q, k = la._normalize_qk(q, k)
     if with_states:
-        y, _, states = gated_delta_update_with_states(q, k, v, a, b, la.A_log, la.dt_bias, ssm_state)
+        y, _, states = gated_delta_with_states(q, k, v, a, b, la.A_log, la.dt_bias, ssm_state)
         # Index i holds the state after i positions, so keeping none restores the state fed in.
         states = mx.concatenate([ssm_state[:, None].astype(states.dtype), states], axis=1)
     else:
