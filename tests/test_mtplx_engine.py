@@ -288,8 +288,8 @@ def test_cli_chat_then_sigterm_stops_the_daemon(fake_path, start_server):
         health = requests.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
         assert health["startup"]["pid"] != pid
         history = [m["body"]["messages"] for m in control(f"http://127.0.0.1:{port}", "/fake/state")["requests"]]
-        # The conversation is intact: the failed reply is kept (its thinking only, so no answer text).
-        assert [m["content"] for m in history[-1]][1:] == ["hello", "Hello! How can I help?", "hello", "", "hello"]
+        # The conversation is intact; the failed reply is stored as seen but not sent as a complete reply.
+        assert [m["content"] for m in history[-1]][1:] == ["hello", "Hello! How can I help?", "hello", "hello"]
         pid = health["startup"]["pid"]
     assert server.stop() == 0
     assert wait_gone(pid, timeout=5)
