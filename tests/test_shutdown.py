@@ -10,16 +10,16 @@ import pytest
 import requests
 from websockets.exceptions import ConnectionClosed
 
-from engines import Message
 from engines.fake import FakeEngine
 from engines.registry import EngineSpec
 from webapp import conversation as conversation_module
 from webapp.baseline import Baselines
-from webapp.conversation import Conversation
+from webapp.conversation import Conversation, Said, new_message
 from webapp.errors import ClientError
 from webapp.host import EngineHost
 from webapp.receipts import Receipts
 from webapp.settings import SettingsStore
+from webapp.store import Store
 from tests.wsclient import WsClient
 
 
@@ -98,15 +98,17 @@ def test_cancel_waits_for_a_reply_whose_thread_is_still_starting(monkeypatch):
 
     monkeypatch.setattr(conversation_module, "threading",
                         SimpleNamespace(Thread=SlowStart, Lock=threading.Lock, Event=threading.Event))
-    conversation, frames = Conversation(), []
+    conversation, frames = Conversation(Store(None), lambda: None), []
     conversation.attach(frames.append, {"type": "hello"})
     job = SimpleNamespace(id="r1", cancel=threading.Event())
 
     def work():
         job.cancel.wait(10)
-        return Message("assistant", "partial"), {"type": "done", "id": "r1", "finish_reason": "cancelled"}
+        return Said("partial", "", "cancelled", {}, {"type": "done", "id": "r1", "finish_reason": "cancelled"})
 
-    beginner = threading.Thread(target=conversation.begin, args=(job, Message("user", "hi"), work))
+    said = new_message("user", None, "hi")
+    new = [said, new_message("assistant", said["id"])]
+    beginner = threading.Thread(target=conversation.begin, args=(job, new, work))
     beginner.start()
     assert starting.wait(5)
     conversation.cancel()
