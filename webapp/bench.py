@@ -155,7 +155,7 @@ def run(args: argparse.Namespace, options) -> int:
     from engines import EngineError, Message
     from engines.registry import EngineSpec, create_engine
 
-    from .lanes import LaneReply, Relay, WarmUp, run_lanes, schedule, tally
+    from .lanes import LaneReply, Rehearsal, Relay, WarmUp, run_lanes, schedule, tally
     from .machine import machine, versions
 
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
@@ -180,6 +180,8 @@ def run(args: argparse.Namespace, options) -> int:
         order = schedule(lanes, args.runs, len(args.prompt))
         replies = [WarmUp(engine, "bench", lanes[0], 0, prompt, [Message("user", text)])
                    for prompt, text in enumerate(args.prompt)]
+        replies += [Rehearsal(engine, "bench", lane, -1, prompt, [Message("user", text)])
+                    for lane in lanes for prompt, text in enumerate(args.prompt)]
         replies += [LaneReply(engine, "bench", lane, run, prompt, [Message("user", args.prompt[prompt])])
                     for run, prompt, lane in order]
         results = run_lanes(replies, cancel, Progress(len(order), args.runs, len(args.prompt)).frame)

@@ -139,6 +139,16 @@ class WarmUp(LaneReply):
         return super().play(first_token)
 
 
+class Rehearsal(LaneReply):
+    """A lane played once before the measured runs, unrecorded and unseen, so no run pays for compiling
+    the lane's steps (on a GPU a lane's first reply can be ten times slower)."""
+
+    recorded = False
+
+    def play(self, emit: Callable[[dict], None]) -> LaneRun:
+        return super().play(lambda frame: None)
+
+
 def run_lanes(replies: list[LaneReply], cancel: Relay, emit: Callable[[dict], None]) -> list[LaneRun]:
     """Play the replies one after another (the first may be opened already); stop at a cancel or an error."""
     results = []
