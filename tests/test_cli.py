@@ -34,3 +34,17 @@ def test_log_level_in_any_case(tmp_path):
 
     assert parse_args(["--log-level", "debug"]).log_level == "DEBUG"
     assert parse_args(["--port", "0"]).port == 0 and parse_args(["--port", "65535"]).port == 65535
+
+
+def test_a_database_from_a_newer_specchat_is_refused_in_one_line(tmp_path):
+    import sqlite3
+
+    from webapp.store import MIGRATIONS
+
+    db = sqlite3.connect(tmp_path / "specchat.db")
+    db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 3}")
+    db.commit()
+    db.close()
+    result = run_cli("--engine", "fake", "--port", "0", "--data-dir", str(tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "newer specchat" in lines[0], result.stderr

@@ -118,9 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     from . import create_app
     from .security import allowed_hosts
     from .serving import make_server
+    from .store import StoreError
 
-    app = create_app(engine, data_dir=data_dir, spec=spec,
-                     engine_factory=create_engine)
+    try:
+        app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=create_engine)
+    except StoreError as exc:
+        print(f"specchat: {exc}", file=sys.stderr)
+        return 2
     try:
         server = make_server(app, args.host, args.port)
     except OSError as exc:
