@@ -1,4 +1,5 @@
-// The message box: Enter sends, Shift+Enter adds a line, Stop (or Escape) replaces Send while a reply streams.
+// The message box: Enter sends, Shift+Enter adds a line, Stop replaces Send while a reply streams (Escape
+// anywhere on the page stops it too: see main.js).
 // Beside Send: Race (drafter off vs on, with a runs selector) and "Find the best block size".
 
 import { loadPref, savePref } from "@app/prefs.js";
@@ -39,8 +40,6 @@ export class Composer {
       if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
         event.preventDefault();
         this.submit();
-      } else if (event.key === "Escape" && this.streaming) {
-        onStop();
       }
     });
     prompt.addEventListener("input", () => {

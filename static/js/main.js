@@ -1,5 +1,7 @@
 // Wires the socket's frames (protocol v1) to the views, and the views' actions back to the socket.
+// The URL names the open conversation (`/?c=ID`), so a reload or a bookmark opens it again.
 
+import { conversationPath, request } from "@app/api.js";
 import { Baseline } from "@app/baseline.js";
 import { Composer } from "@app/composer.js";
 import { Conversation } from "@app/conversation.js";
@@ -7,10 +9,12 @@ import { bindTintToggle } from "@app/drafted-tint.js";
 import { EnginePanel } from "@app/engine.js";
 import { EnginePicker } from "@app/engine-picker.js";
 import { formatBytes, formatCount, formatRate } from "@app/format.js";
+import { History } from "@app/history.js";
 import { RaceView } from "@app/race.js";
 import { SettingsPane } from "@app/settings.js";
 import { Connection, socketUrl } from "@app/socket.js";
 import { SWEEP_BLOCKS, SweepView } from "@app/sweep.js";
+import { Tree } from "@app/tree.js";
 
 const PROTOCOL = 1;
 
@@ -22,9 +26,15 @@ let engineInfo = null;
 let current = null; // the AssistantTurn, RaceView or SweepView in flight, if any
 let settingsValues = {};
 const baseline = new Baseline();
-// The server keeps a conversation (and a reply in flight) while its tab reconnects. A reload starts
-// afresh, as the page no longer shows the earlier messages.
-let conversationId = null;
+// The server keeps a conversation (and a reply in flight) while its tab reconnects, and stores it from its
+// first message on: the URL names it, and a reload draws it from the store and follows a reply in flight.
+let conversationId = idFromUrl();
+let needDraw = conversationId !== null; // the next hello opens a conversation to draw from the store
+const tree = new Tree(); // the open conversation as stored (refetched after each reply)
+let leaf = null; // the last message of the branch on screen: a chat without `parent` follows it
+let drawToken = 0;
+let held = null; // frames that arrive while a stored conversation is being drawn
+let wasLocked = null;
 
 const banner = $("#banner");
 const cacheStatus = $("#cache-status");
@@ -39,10 +49,20 @@ const baselineStatus = $("#baseline-status");
 const calibrateButton = $("#calibrate");
 const calibrateError = $("#calibrate-error");
 
-const conversation = new Conversation($("#log"), {
+const conversation = new Conversation($("#log"), $("#jump"), {
   onResend: (text) => composer.insert(text),
   onRace: (text) => startRace(text, composer.runs),
   judge: judgeReply,
+  onEdit: editMessage,
+  onRegenerate: regenerate,
+  onSelect: selectBranch,
+  streaming: () => current !== null,
+});
+const history = new History({
+  root: $("#history"),
+  onOpen: (id) => openConversation(id),
+  onLeave: () => startNewChat(),
+  current: () => conversationId,
 });
 const engine = new EnginePanel($("#engine"));
 const settings = new SettingsPane({
@@ -72,13 +92,88 @@ const composer = new Composer({
 });
 bindTintToggle($("#tint-drafted"), $("#tint-drafted-hint"));
 const connection = new Connection(() => socketUrl(conversationId), {
-  onFrame: (frame) => handlers[frame.type]?.(frame),
+  onFrame: (frame) => (held && frame.type !== "hello" ? held.push(frame) : handlers[frame.type]?.(frame)),
   onStatus: showConnection,
   onMalformed: () => showBanner("The server sent a message this page could not read; it was ignored."),
 });
 
 function rememberConversation(id) {
   conversationId = id ?? null;
+}
+
+function idFromUrl() {
+  return new URLSearchParams(location.search).get("c");
+}
+
+/** Name conversation `id` in the address bar (`push`: as a new history entry). */
+function showInUrl(id, push = false) {
+  const url = id ? `/?c=${encodeURIComponent(id)}` : "/";
+  if (location.pathname + location.search === url) return;
+  window.history[push ? "pushState" : "replaceState"](null, "", url);
+}
+
+/** Open stored conversation `id` in this tab: a new socket names it, and the hello draws it. */
+function openConversation(id, push = true) {
+  closeOverlays();
+  if (id === conversationId && !needDraw) return;
+  drawToken += 1;
+  held = null;
+  current = null;
+  connected = false;
+  conversation.clear();
+  tree.clear();
+  leaf = null;
+  rememberConversation(id);
+  needDraw = true;
+  showInUrl(id, push);
+  history.render();
+  refresh();
+  connection.reopen();
+}
+
+/** Draw the stored conversation `id`, holding the socket's frames (a reply in flight) until it is drawn. */
+async function drawStored(id) {
+  const token = ++drawToken;
+  held ??= [];
+  let data = null;
+  let failure = null;
+  try {
+    data = await request(conversationPath(id));
+  } catch (error) {
+    // 404: not stored yet (no message sent), or deleted meanwhile: an empty conversation.
+    if (error.status !== 404) failure = error;
+  }
+  if (token !== drawToken) return;
+  const frames = held;
+  held = null;
+  if (data) {
+    tree.load(data);
+    leaf = data.current;
+    conversation.showBranch(tree);
+  }
+  if (failure) conversation.note(`This conversation could not be loaded: ${failure.message}`);
+  for (const frame of frames) handlers[frame.type]?.(frame);
+  history.render();
+  refresh();
+}
+
+/** Fetch the open conversation's tree again (new branches, what produced each reply) and the list. */
+async function syncTree() {
+  const id = conversationId;
+  try {
+    const data = await request(conversationPath(id));
+    if (id === conversationId) {
+      tree.load(data);
+      conversation.update(tree, locked());
+    }
+  } catch {
+    // Not stored (a reply refused before it started); nothing to update.
+  }
+  history.refresh();
+}
+
+function locked() {
+  return current !== null || !connected;
 }
 
 function newId() {
@@ -89,9 +184,39 @@ function sendChat(text) {
   const id = newId();
   if (!connection.send({ type: "chat", id, text })) return false;
   conversation.addUser(id, text);
+  conversation.sentAfter(id, leaf);
   current = conversation.startTurn(id, text);
   refresh();
   return true;
+}
+
+/** Send `user`'s message again as `text`: a new branch beside it (the old one is kept). */
+function editMessage(user, text) {
+  if (current || blockedReason()) return false;
+  const id = newId();
+  if (!connection.send({ type: "chat", id, text, parent: user.parent })) return false;
+  conversation.truncateFrom(user);
+  conversation.addUser(id, text);
+  conversation.sentAfter(id, user.parent);
+  current = conversation.startTurn(id, text);
+  refresh();
+  return true;
+}
+
+/** Answer `turn`'s message again, with the current settings: a sibling of `turn`. */
+function regenerate(turn) {
+  if (current || blockedReason() || !turn.message) return;
+  const id = newId();
+  if (!connection.send({ type: "regenerate", id, message: turn.message })) return;
+  conversation.truncateFrom(turn);
+  current = conversation.startTurn(id, turn.prompt);
+  refresh();
+}
+
+/** Show the branch through message `id` (the arrows); `selected` answers, and the branch is redrawn. */
+function selectBranch(id) {
+  if (current || !connected) return;
+  connection.send({ type: "select", message: id });
 }
 
 /** Race `text` with the drafter off and on, `runs` times each way; false when it could not start. */
@@ -156,19 +281,26 @@ function settle(turn) {
   }
 }
 
-/** Enable what can be done now, and say why sending cannot when it cannot. */
-function refresh() {
-  let blocked = null;
+/** Why nothing can be sent right now (disconnected, model loading), or null. */
+function blockedReason() {
   if (!connected) {
-    blocked = everConnected
+    return everConnected
       ? "Not connected. Anything you type stays here until the connection is back."
       : "Connecting to the server…";
-  } else if (engineInfo.state === "loading" || engineInfo.state === "starting") {
-    blocked = "The model is loading…";
-  } else if (engineInfo.state === "error") {
-    blocked = "The engine could not start; see the message at the top.";
   }
+  if (engineInfo.state === "loading" || engineInfo.state === "starting") return "The model is loading…";
+  if (engineInfo.state === "error") return "The engine could not start; see the message at the top.";
+  return null;
+}
+
+/** Enable what can be done now, and say why sending cannot when it cannot. */
+function refresh() {
+  const blocked = blockedReason();
   composer.set({ streaming: current !== null, blocked });
+  if (locked() !== wasLocked) {
+    wasLocked = locked();
+    conversation.update(tree, wasLocked);
+  }
   for (const button of document.querySelectorAll(".race-again")) button.disabled = current !== null || Boolean(blocked);
   settings.setEnabled(connected);
   newChatButton.disabled = !connected;
@@ -219,11 +351,19 @@ const handlers = {
     if (frame.protocol !== PROTOCOL) {
       showBanner(`The server speaks protocol ${frame.protocol} and this page speaks ${PROTOCOL}. Reload the page.`);
     }
-    // A conversation the server no longer has restarts its memory here: say so.
-    if (!frame.resumed && everConnected && !conversation.empty) {
+    const asked = conversationId;
+    if (needDraw && asked && frame.conversation !== asked) {
+      conversation.note("That conversation could not be opened (it was deleted, or it is open in another tab): this is a new chat.");
+    } else if (!frame.resumed && everConnected && !conversation.empty) {
+      // A conversation the server no longer has restarts its memory here: say so.
       conversation.note("Reconnected. The model does not see the messages above this line.");
     }
     rememberConversation(frame.conversation);
+    showInUrl(frame.resumed ? frame.conversation : null);
+    const draw = needDraw && frame.resumed;
+    needDraw = false;
+    if (draw) drawStored(frame.conversation);
+    else history.render();
     everConnected = true;
     connected = true;
     engineInfo = frame.engine;
@@ -248,8 +388,13 @@ const handlers = {
     settings.update(frame.values);
   },
   start(frame) {
+    if (frame.message) {
+      leaf = frame.message;
+      showInUrl(conversationId);
+    }
     const item = conversation.item(frame.id);
     if (item) {
+      conversation.started(null, frame);
       // A reconnect that resumes the conversation carries on with a race or sweep in flight.
       if (item.el.dataset.state === "interrupted" && item.resume) {
         item.resume();
@@ -259,38 +404,54 @@ const handlers = {
       item.frame(frame);
       return;
     }
-    let turn = conversation.turn(frame.id);
+    // A race or sweep started by another page (before a reload): the store has it once it ends.
+    if (frame.lane != null || frame.block != null) return;
+    let turn = conversation.turnFor(frame);
     if (turn && !turn.active) {
       // A resumed conversation replays its latest reply: rebuild it, and follow it if still running.
-      turn = conversation.restartTurn(frame.id);
+      turn = conversation.restartTurn(turn, frame.id);
+      current = turn;
+      refresh();
+    } else if (!turn) {
+      // A reply on another branch than the one on screen is not shown; one the page has not drawn yet is.
+      if (tree.get(frame.message)) return;
+      turn = conversation.startTurn(frame.id, "");
       current = turn;
       refresh();
     }
-    turn?.started();
+    conversation.started(turn, frame);
+    turn.started();
+    if (!history.items.some((item) => item.id === conversationId)) history.refresh();
   },
   thinking(frame) {
     if (itemFrame(frame)) return;
-    conversation.turn(frame.id)?.addThinking(frame.text, frame.rounds);
+    conversation.turnFor(frame)?.addThinking(frame.text, frame.rounds);
   },
   answer(frame) {
     if (itemFrame(frame)) return;
-    conversation.turn(frame.id)?.addAnswer(frame.text, frame.rounds, frame.draft_spans);
+    conversation.turnFor(frame)?.addAnswer(frame.text, frame.rounds, frame.draft_spans);
   },
   stats(frame) {
     if (itemFrame(frame)) return;
-    conversation.turn(frame.id)?.updateStats(frame.stats);
+    conversation.turnFor(frame)?.updateStats(frame.stats);
   },
   done(frame) {
     if (itemFrame(frame)) return;
-    const turn = conversation.turn(frame.id);
+    const turn = conversation.turnFor(frame);
     if (!turn) return;
     turn.done(frame);
     settle(turn);
+    syncTree();
   },
   race_done: finishItem,
   sweep_done: finishItem,
   new_chat(frame) {
     rememberConversation(frame.conversation);
+    history.render();
+  },
+  selected(frame) {
+    leaf = frame.current;
+    drawStored(conversationId);
   },
   cache_reset(frame) {
     const { prompt_tokens: tokens, entries, bytes, message } = frame.freed;
@@ -333,9 +494,13 @@ function itemFrame(frame) {
 
 function finishItem(frame) {
   const item = conversation.item(frame.id);
-  if (!item) return;
-  item.frame(frame);
-  settle(item);
+  if (item) {
+    item.frame(frame);
+    settle(item);
+    syncTree();
+  } else if (frame.message && !tree.get(frame.message)) {
+    drawStored(conversationId); // a race or sweep of another page ended: draw what it stored
+  }
 }
 
 /** The server's drafter-off rate for this engine and model, where it sends one. */
@@ -361,14 +526,27 @@ calibrateButton.addEventListener("click", async () => {
   }
 });
 
-newChatButton.addEventListener("click", () => {
+/** A new conversation in this tab; the one it leaves stays stored. */
+function startNewChat() {
+  closeOverlays();
   if (current) connection.send({ type: "stop", id: current.id });
   if (!connection.send({ type: "new_chat" })) return;
   current = null;
   conversation.clear();
+  tree.clear();
+  leaf = null;
+  showInUrl(null, true);
   cacheStatus.textContent = "";
   refresh();
   $("#prompt").focus();
+}
+
+newChatButton.addEventListener("click", startNewChat);
+
+addEventListener("popstate", () => {
+  const id = idFromUrl();
+  if (id) openConversation(id, false);
+  else if (!conversation.empty) startNewChat();
 });
 
 resetCacheButton.addEventListener("click", () => {
@@ -379,18 +557,70 @@ resetCacheButton.addEventListener("click", () => {
 reconnectButton.addEventListener("click", () => connection.retryNow());
 banner.querySelector(".banner-close").addEventListener("click", () => (banner.hidden = true));
 
-// The settings pane sits beside the chat on wide screens and over it on narrow ones,
-// where it starts closed.
-const settingsToggle = $("#settings-toggle");
-function showSettings(open) {
-  document.body.dataset.settings = open ? "open" : "closed";
-  settingsToggle.setAttribute("aria-expanded", String(open));
+// The conversation list and the settings pane sit beside the chat on wide screens and are drawers over it
+// on narrow ones, where they start closed and close with Escape or a tap outside.
+const scrim = $("#scrim");
+const panes = {
+  history: { toggle: $("#history-toggle"), el: $("#history"), narrow: matchMedia("(max-width: 1100px)") },
+  settings: { toggle: $("#settings-toggle"), el: $("#settings-panel"), narrow: matchMedia("(max-width: 960px)") },
+};
+
+function isOpen(name) {
+  return document.body.dataset[name] === "open";
 }
-settingsToggle.addEventListener("click", () => showSettings(document.body.dataset.settings !== "open"));
-const narrow = matchMedia("(max-width: 960px)");
-narrow.addEventListener("change", () => showSettings(!narrow.matches));
-showSettings(!narrow.matches);
+
+function showPane(name, open) {
+  const pane = panes[name];
+  document.body.dataset[name] = open ? "open" : "closed";
+  pane.toggle.setAttribute("aria-expanded", String(open));
+  if (open && pane.narrow.matches) {
+    // One drawer at a time; focus goes into it, and back to its button when it closes.
+    for (const other of Object.keys(panes)) if (other !== name && isOpen(other) && panes[other].narrow.matches) showPane(other, false);
+    pane.el.querySelector("input, select, textarea, button:not([disabled]), a[href]")?.focus();
+  }
+  scrim.hidden = !Object.keys(panes).some((key) => isOpen(key) && panes[key].narrow.matches);
+}
+
+/** Close the drawers open over the chat; true when there was one. */
+function closeOverlays() {
+  let closed = false;
+  for (const [name, pane] of Object.entries(panes)) {
+    if (isOpen(name) && pane.narrow.matches) {
+      const focusInside = pane.el.contains(document.activeElement);
+      showPane(name, false);
+      if (focusInside) pane.toggle.focus();
+      closed = true;
+    }
+  }
+  return closed;
+}
+
+for (const [name, pane] of Object.entries(panes)) {
+  pane.toggle.addEventListener("click", () => showPane(name, !isOpen(name)));
+  pane.narrow.addEventListener("change", () => showPane(name, !pane.narrow.matches));
+  showPane(name, !pane.narrow.matches);
+}
+scrim.addEventListener("click", closeOverlays);
+for (const button of document.querySelectorAll(".drawer-close")) {
+  button.addEventListener("click", () => {
+    showPane(button.dataset.pane, false);
+    panes[button.dataset.pane].toggle.focus();
+  });
+}
+
+// Escape closes a drawer, else stops the reply, wherever focus is (fields that use Escape themselves,
+// like a title being renamed, take it first).
+document.addEventListener("keydown", (event) => {
+  if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+  if (closeOverlays()) {
+    event.preventDefault();
+  } else if (current) {
+    event.preventDefault();
+    stopReply();
+  }
+});
 
 refresh();
+history.refresh();
 connection.connect();
 $("#prompt").focus();

@@ -30,7 +30,7 @@ const marked = new Marked({
       const label = escapeHtml(language || "text");
       return (
         `<div class="code-block"><div class="code-head"><span class="code-lang">${label}</span>` +
-        `<button type="button" class="code-copy">Copy</button></div>` +
+        `<button type="button" class="code-copy" aria-label="Copy code">Copy</button></div>` +
         `<pre><code class="hljs">${body}</code></pre></div>`
       );
     },

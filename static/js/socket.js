@@ -45,10 +45,21 @@ export class Connection {
     this.onStatus({ state: "connecting" });
     const ws = new WebSocket(typeof this.url === "function" ? this.url() : this.url);
     this.ws = ws;
-    ws.addEventListener("message", (event) => this.receive(event.data));
+    // A socket given up for another (a switch of conversation) may still deliver a frame: it is ignored.
+    ws.addEventListener("message", (event) => {
+      if (this.ws === ws) this.receive(event.data);
+    });
     ws.addEventListener("close", () => {
       if (this.ws === ws) this.scheduleRetry();
     });
+  }
+
+  /** Close the socket and open a new one at once (the URL names another conversation). */
+  reopen() {
+    const old = this.ws;
+    this.ws = null; // its close schedules no retry
+    old?.close();
+    this.connect();
   }
 
   /** Reconnect at once if a retry is pending; a live or connecting socket is left alone. */

@@ -23,8 +23,11 @@ function chip(key, title, ...parts) {
   return el;
 }
 
-/** Render `stats` (keys of the protocol's stats object; any may still be null) into `el`. */
-export function renderStats(el, stats, live) {
+/**
+ * Render `stats` (keys of the protocol's stats object; any may still be null) into `el`, after
+ * `produced` ({text, title}: what produced the reply) where known.
+ */
+export function renderStats(el, stats, live, produced = null) {
   const chips = [];
   // A finished reply shorter than that has no honest rate either: it says so instead.
   const early = stats.tokens != null && stats.tokens < MEASURE_TOKENS;
@@ -72,6 +75,7 @@ export function renderStats(el, stats, live) {
     const cached = stats.cached_tokens ? [" prompt · ", formatCount(stats.cached_tokens), " cached"] : [" prompt"];
     chips.push(chip("prompt", title, "", formatCount(stats.prompt_tokens), ...cached));
   }
+  if (produced) chips.unshift(chip("produced", produced.title, produced.text));
   el.dataset.live = String(live);
   el.replaceChildren(...chips);
   el.hidden = chips.length === 0;

@@ -1,14 +1,20 @@
 // One assistant reply: its thinking block, streamed answer, stats line and how it ended.
 
 import { AcceptanceStrip } from "@app/acceptance-strip.js";
+import { branchNav } from "@app/branch-nav.js";
 import { copyText } from "@app/clipboard.js";
 import { DraftTint } from "@app/drafted-tint.js";
 import { MarkdownView } from "@app/markdown.js";
+import { producedLine, producedTitle } from "@app/produced.js";
 import { schedule } from "@app/render.js";
 import { renderStats } from "@app/stats.js";
 import { ThinkingBlock } from "@app/thinking.js";
 
-const FINISH_NOTES = { cancelled: "stopped", length: "cut at max tokens" };
+const FINISH_NOTES = {
+  cancelled: "stopped",
+  length: "cut at max tokens",
+  interrupted: "Interrupted: specchat stopped before this reply finished.",
+};
 
 function element(tag, className) {
   const el = document.createElement(tag);
@@ -21,14 +27,15 @@ export class AssistantTurn {
    * @param {string} id the chat id this reply answers
    * @param {string} prompt the user's text, offered back for resending when the reply fails
    * @param {{onResend: (text: string) => void,
-   *          judge?: (stats: object) => ({text: string, action?: {label: string, run: () => void}}|null)}} hooks
+   *          judge?: (stats: object) => ({text: string, action?: {label: string, run: () => void}}|null),
+   *          onRegenerate?: (turn: AssistantTurn) => void, onSelect?: (id: string) => void}} hooks
    * `judge` looks at a finished reply's stats and may return a notice (drafting not paying off).
    */
-  constructor(id, prompt, { onResend, judge }) {
+  constructor(id, prompt, { onResend, judge, onRegenerate, onSelect }) {
     this.id = id;
     this.prompt = prompt;
     this.el = element("article", "msg assistant");
-    this.el.dataset.id = id;
+    if (id) this.el.dataset.id = id;
     this.el.dataset.state = "waiting";
     this.el.setAttribute("aria-label", "Assistant reply");
     this.answerEl = element("div", "answer markdown");
@@ -43,6 +50,13 @@ export class AssistantTurn {
     this.el.append(this.answerEl, this.strip.el, this.statsEl, this.notesEl, this.actionsEl);
     this.onResend = onResend;
     this.judge = judge;
+    this.onRegenerate = onRegenerate;
+    this.onSelect = onSelect;
+    this.message = null; // the stored reply's id, from its start frame
+    this.settings = null; // what produced it, from the stored message
+    this.siblings = [];
+    this.locked = false; // true while something streams: no regenerate or branch switch
+    this.actionsDirty = false;
 
     this.hasStarted = false;
     this.thinking = null;
@@ -56,6 +70,57 @@ export class AssistantTurn {
   /** Whether the reply may still receive frames. */
   get active() {
     return ["waiting", "streaming", "stopping"].includes(this.el.dataset.state);
+  }
+
+  /** A stored reply, drawn finished (or as far as it got). */
+  static stored(message, prompt, hooks) {
+    const turn = new AssistantTurn(null, prompt, hooks);
+    turn.bind(message.id);
+    turn.hasStarted = true;
+    turn.settings = message.settings;
+    turn.el.dataset.state = "done";
+    turn.el.dataset.finish = message.finish_reason ?? "";
+    turn.el.setAttribute("aria-busy", "false");
+    if (message.thinking) {
+      turn.thinking = new ThinkingBlock();
+      turn.el.prepend(turn.thinking.el);
+      turn.thinking.append(message.thinking);
+      turn.thinking.finish(message.stats ?? { thinking_ms: 0 });
+      turn.thinking.collapse = true;
+    }
+    turn.answer = message.content;
+    turn.answerDirty = message.content !== "";
+    turn.stats = message.stats;
+    turn.statsDirty = true;
+    const reason = message.finish_reason;
+    if (reason === "error") {
+      const error = message.stats?.error ?? {};
+      turn.addNote("error", error.message || "The reply failed.", error.code);
+    } else if (FINISH_NOTES[reason]) {
+      turn.addNote(reason, FINISH_NOTES[reason]);
+    }
+    turn.actionsDirty = true;
+    schedule(turn);
+    return turn;
+  }
+
+  /** The stored reply this turn writes to. */
+  bind(message) {
+    this.message = message;
+    this.el.dataset.message = message;
+  }
+
+  /** Refresh what depends on the stored tree: the arrows and what produced the reply. */
+  update(tree, locked) {
+    const stored = this.message ? tree.get(this.message) : null;
+    if (stored) {
+      this.siblings = tree.siblings(this.message);
+      if (stored.settings) this.settings = stored.settings;
+    }
+    this.locked = locked;
+    this.statsDirty = true;
+    this.actionsDirty = true;
+    schedule(this);
   }
 
   started() {
@@ -100,6 +165,10 @@ export class AssistantTurn {
     this.el.dataset.state = "stopping";
   }
 
+  set state(value) {
+    this.el.dataset.state = value;
+  }
+
   /** The `done` frame: final stats, and a note unless the reply ended normally. */
   done(frame) {
     if (!this.active) return;
@@ -121,6 +190,7 @@ export class AssistantTurn {
     const notice = reason === "stop" || reason === "length" ? this.judge?.(this.stats) : null;
     if (notice) this.notes.push({ kind: "slow-draft", ...notice });
     this.statsDirty = true;
+    this.actionsDirty = true;
     schedule(this);
   }
 
@@ -132,6 +202,7 @@ export class AssistantTurn {
     if (!this.hasStarted && this.active) {
       this.el.dataset.state = "failed";
       this.el.dataset.finish = "error";
+      this.actionsDirty = true;
     }
     this.addNote("error", message, code);
   }
@@ -143,6 +214,7 @@ export class AssistantTurn {
     this.answerDirty = this.answer !== "";
     this.addNote("interrupted", "Interrupted: the connection dropped before the reply finished.");
     this.statsDirty = true;
+    this.actionsDirty = true;
   }
 
   addNote(kind, text, code) {
@@ -159,12 +231,15 @@ export class AssistantTurn {
       this.answerDirty = false;
     }
     this.tint.apply(rendered);
-    if (this.statsDirty && this.stats) {
-      renderStats(this.statsEl, this.stats, this.active);
+    const produced = this.active ? null : producedLine(this.settings);
+    if (this.statsDirty && (this.stats || produced)) {
+      renderStats(this.statsEl, this.stats ?? {}, this.active, produced && { text: produced, title: producedTitle(this.settings) });
     }
     this.statsDirty = false;
     while (this.notes.length) this.notesEl.append(this.renderNote(this.notes.shift()));
-    if (!this.active && this.actionsEl.hidden) this.renderActions();
+    this.el.setAttribute("aria-busy", String(this.active));
+    if (!this.active && this.actionsDirty) this.renderActions();
+    this.actionsDirty = false;
   }
 
   renderNote({ kind, text, code, action }) {
@@ -191,15 +266,31 @@ export class AssistantTurn {
     this.tint.dispose();
   }
 
-  /** Copy for a finished answer; "Edit & resend" when the reply failed or was cut off by the network. */
+  /**
+   * Branch arrows, Copy and Regenerate for a finished answer; "Edit & resend" when the reply failed
+   * or was cut off by the network.
+   */
   renderActions() {
     const buttons = [];
+    const nav = this.message && branchNav(this.message, this.siblings, "answer", this.onSelect, this.locked);
+    if (nav) buttons.push(nav);
     if (this.answer) {
       const copy = element("button", "link-button");
       copy.type = "button";
       copy.textContent = "Copy";
+      copy.setAttribute("aria-label", "Copy answer");
       copy.addEventListener("click", () => copyText(copy, this.answer, this.answerEl));
       buttons.push(copy);
+    }
+    if (this.message && this.onRegenerate) {
+      const again = element("button", "link-button");
+      again.type = "button";
+      again.textContent = "Regenerate";
+      again.setAttribute("aria-label", "Regenerate answer");
+      again.title = "Answer this message again, with the current settings; this answer is kept";
+      again.disabled = this.locked;
+      again.addEventListener("click", () => this.onRegenerate(this));
+      buttons.push(again);
     }
     if (["failed", "interrupted"].includes(this.el.dataset.state) || this.el.dataset.finish === "error") {
       const resend = element("button", "link-button");
