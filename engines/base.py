@@ -25,13 +25,18 @@ class Message:
 
 @dataclass
 class Turn:
-    """One reply to generate: the conversation so far ends with the user's message."""
+    """One reply to generate: the conversation so far ends with the user's message.
+
+    With ``continued`` it ends with an unfinished assistant reply instead, which the
+    engine goes on with (an engine that cannot raises ``EngineError``).
+    """
 
     id: str
     conversation_id: str
     messages: list[Message]
     options: GenerationOptions
     cancel: threading.Event = field(default_factory=threading.Event)
+    continued: bool = False
 
 
 @dataclass(frozen=True)

@@ -65,9 +65,14 @@ class FakeEngine(Engine):
             rounds: list[tuple[int, int]] | None = [] if drafts else None
             if rounds is not None:
                 meter.record_rounds(rounds)
-            script = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
-            script += [(False, w + " ") for w in ANSWER.split(" ")][: opts.max_tokens]
-            finish = "stop" if len(ANSWER.split(" ")) <= opts.max_tokens else "length"
+            thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
+            answer_words = [(False, w + " ") for w in ANSWER.split(" ")]
+            if turn.continued:  # go on after the words the unfinished reply already has
+                said = turn.messages[-1]
+                thinking_words = thinking_words[_words_in(thinking_words, said.reasoning):]
+                answer_words = answer_words[_words_in(answer_words, said.content):]
+            script = thinking_words + answer_words[: opts.max_tokens]
+            finish = "stop" if len(answer_words) <= opts.max_tokens else "length"
             n = 0
             while n < len(script):
                 if turn.cancel.is_set():
@@ -116,3 +121,13 @@ class FakeEngine(Engine):
 
     def unload(self) -> None:
         self._set_state("error", "unloaded")
+
+
+def _words_in(script: list[tuple[bool, str]], text: str) -> int:
+    """How many of the script's words ``text`` already holds."""
+    held = 0
+    for count, (_, word) in enumerate(script):
+        if held + len(word) > len(text):
+            return count
+        held += len(word)
+    return len(script)

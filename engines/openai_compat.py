@@ -267,6 +267,9 @@ class OpenAICompatEngine(Engine):
                 raise EngineNotReady(f"The engine is not ready ({self._state}: {self._message}).")
             if self._active is not None:
                 raise EngineBusy("A reply is already being generated. Wait for it or press Stop, then send again.")
+            if turn.continued:
+                raise EngineError(f"The {self.name} engine cannot go on with a reply: regenerate it instead.",
+                                  code="continue_unsupported")
             self._active = turn
         return self._run(turn)
 

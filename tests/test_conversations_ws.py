@@ -194,3 +194,39 @@ def test_after_a_restart_a_stored_conversation_opens_and_its_next_turn_has_the_h
         assert next_frames[0]["parent"] and stored(second, conversation)["messages"][2]["parent"] == frames[0]["message"]
     finally:
         second.stop()
+
+
+def test_continue_goes_on_with_a_stopped_reply_in_the_same_message(fake_server):
+    thinking_words = len(THINKING.split())
+    fake_server.engine.holds = [thinking_words + 3]  # hold three words into the answer, then stop there
+    with WsClient(fake_server.ws_url) as ws:
+        conversation = ws.hello["conversation"]
+        ws.send({"type": "chat", "id": "m1", "text": "hello"})
+        start = ws.until("start")[0]
+        frames = [start]
+        while len(texts(frames, "answer").split()) < 3:
+            frames.append(ws.recv())
+        ws.send({"type": "stop", "id": "m1"})  # the held reply ends at the stop
+        first, _ = ws.until("done", id="m1")
+        assert first["finish_reason"] == "cancelled"
+        partial = stored(fake_server, conversation)["messages"][1]
+        assert partial["finish_reason"] == "cancelled" and 0 < len(partial["content"].split()) < len(ANSWER.split())
+        ws.send({"type": "continue", "id": "m2"})
+        _, later = ws.until("done", id="m2")
+    starts = [f for f in later if f["type"] == "start"]
+    assert starts and starts[0]["message"] == start["message"]  # the same message, not a new one
+    assert later[-1]["finish_reason"] == "stop"
+    tree = stored(fake_server, conversation)
+    assert len(tree["messages"]) == 2  # nothing added: the reply grew
+    reply = tree["messages"][1]
+    assert reply["finish_reason"] == "stop" and reply["content"].split() == ANSWER.split()
+    assert reply["content"] == partial["content"] + texts(later, "answer")
+    assert fake_server.engine.turns[-1].continued and fake_server.engine.turns[-1].messages[-1].content == partial["content"]
+
+
+def test_continue_refuses_a_finished_reply(fake_server):
+    with WsClient(fake_server.ws_url) as ws:
+        ws.chat("m1", "hello")
+        ws.send({"type": "continue", "id": "m2"})
+        error, _ = ws.until("error")
+    assert error["code"] == "cannot_continue" and error["id"] == "m2"

@@ -265,3 +265,29 @@ def test_a_prompt_past_the_context_is_refused_before_any_work(engine):
     text, done = _engine_reply(engine, "7 " * limit, options, "too-long")
     assert done.finish_reason == "error" and done.error_code == "context_length" and text == ""
     assert str(limit) in done.error_message and "tokens" in done.error_message
+
+
+def _continue_reply(engine, messages, options, conversation):
+    turn = Turn(id="c", conversation_id=conversation, messages=messages, options=options, continued=True)
+    parts, done = [], None
+    for event in guarded(engine.stream(turn)):
+        if isinstance(event, (Thinking, Answer)):
+            parts.append(event.text)
+        elif isinstance(event, Done):
+            done = event
+    return "".join(parts), done
+
+
+@pytest.mark.parametrize("loop", ["specchat", "mlx-vlm"])
+def test_a_reply_cut_at_its_length_goes_on_where_it_stopped(engine, loop):
+    options = GenerationOptions(reasoning_budget=0, max_tokens=30, temperature=0.0, decode_loop=loop)
+    question = "How many letters are in strawberry?"
+    whole, _ = _engine_reply(engine, question, options, f"whole-{loop}")
+    cut, done = _engine_reply(engine, question, options.updated({"max_tokens": 8}), f"cut-{loop}")
+    assert done.finish_reason == "length" and whole.startswith(cut)
+    messages = [Message("user", question), Message("assistant", cut)]
+    more, done = _continue_reply(engine, messages, options.updated({"max_tokens": 22}), f"cut-{loop}")
+    assert done.finish_reason in ("stop", "length") and done.stats["answer_tokens"] > 0
+    assert cut + more == whole  # on the conversation's cache: the reply's own tokens, nothing re-encoded
+    fresh, done = _continue_reply(engine, messages, options.updated({"max_tokens": 22}), f"fresh-{loop}")
+    assert done.finish_reason in ("stop", "length") and fresh  # rebuilt from the text after a restart

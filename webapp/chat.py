@@ -10,7 +10,7 @@ import orjson
 from engines import EngineError, Message, Turn
 
 from . import protocol
-from .conversation import Conversation, new_message, produced_by
+from .conversation import CONTINUABLE, Conversation, new_message, produced_by
 from .errors import ClientError, error_frame
 from .host import EngineHost
 from .race import start_race, start_sweep
@@ -85,6 +85,20 @@ class ChatSession:
         # A sibling of the target: the same user message answered again, with the current settings.
         turn = conversation.turn(frame.id, conversation.history(target["parent"]), self._host.settings.current)
         self._reply(turn, [new_message("assistant", target["parent"])])
+
+    def _on_continue(self, frame: protocol.ContinueFrame) -> None:
+        conversation = self._free_conversation()
+        reply = conversation.find(conversation.current) if conversation.current else None
+        if reply is None or reply["role"] != "assistant" or reply["finish_reason"] not in CONTINUABLE:
+            raise ClientError("cannot_continue", "Only a reply that was stopped, cut at its length or interrupted "
+                              "can go on: the current one was not. Send a message or regenerate instead.")
+        turn = conversation.turn(frame.id, conversation.history(reply["id"]), self._host.settings.current,
+                                 continued=True)
+        try:
+            events = self._host.engine.stream(turn)
+        except EngineError as exc:
+            raise ClientError(exc.code, exc.message) from None
+        conversation.go_on(turn, events, reply)
 
     def _reply(self, turn: Turn, new: list[dict]) -> None:
         """Open the engine's stream, then store ``new`` (ending with the reply) and stream into it."""

@@ -51,6 +51,9 @@ class Said:
     last: dict | None = None
 
 
+CONTINUABLE = ("cancelled", "length", "interrupted")  # replies ``continue`` may go on with
+
+
 def new_message(role: str, parent: str | None, content: str = "", settings: dict | None = None) -> dict:
     """A message as stored; an assistant message is streaming (no ``finish_reason``) until its reply ends."""
     return {"id": new_id(), "parent": parent, "role": role, "content": content, "thinking": "",
@@ -158,11 +161,13 @@ class Conversation:
         self.current = leaf
         return leaf
 
-    def turn(self, id: str, messages: list[Message], options: GenerationOptions) -> Turn:
-        """A reply to ``messages`` (ending with the user's) under the engine conversation its history fits."""
-        if self._engine_saw is not None and messages[:-1] != self._engine_saw:
+    def turn(self, id: str, messages: list[Message], options: GenerationOptions, continued: bool = False) -> Turn:
+        """A reply to ``messages`` (ending with the user's, or with the unfinished reply to go on with)
+        under the engine conversation its history fits."""
+        history = messages if continued else messages[:-1]
+        if self._engine_saw is not None and history != self._engine_saw:
             self.new_engine_id()
-        return Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options)
+        return Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options, continued=continued)
 
     def new_engine_id(self) -> None:
         """Start afresh in the engine, which forgets the old one's cache."""
@@ -207,10 +212,18 @@ class Conversation:
 
         self.begin(turn, new, lambda: self._forward(turn, events, new[-1]), engine_saw)
 
+    def go_on(self, turn: Turn, events, reply: dict) -> None:
+        """Stream the rest of an unfinished stored ``reply`` into it (``turn`` is continued)."""
+        def engine_saw(said: Said) -> None:
+            self._engine_saw = [*turn.messages[:-1], Message("assistant", said.content, said.thinking)]
+
+        self.begin(turn, [reply], lambda: self._forward(turn, events, reply), engine_saw, stored=True)
+
     def begin(self, job: Job, new: list[dict], work: Callable[[], Said],
-              after: Callable[[Said], None] | None = None) -> None:
-        """Store ``new`` (the user's message and the reply, or just a reply) and run ``work`` on its own
-        thread; it emits its frames as it goes and returns what the reply said, which ``after`` gets."""
+              after: Callable[[Said], None] | None = None, stored: bool = False) -> None:
+        """Store ``new`` (the user's message and the reply, or just a reply; ``stored``: already there) and
+        run ``work`` on its own thread; it emits its frames as it goes and returns what the reply said,
+        which ``after`` gets."""
         pump = threading.Thread(target=self._run, args=(job, new[-1]["id"], work, after),
                                 name=f"reply-{job.id}", daemon=True)
         # Under the lock: cancel() never sees a job whose thread has not started, and a job either
@@ -220,7 +233,8 @@ class Conversation:
                 raise ClientError("shutting_down", "specchat is shutting down: start it again, then send again.")
             self._backlog = []
             try:
-                self._store.add(self.id, new, current=new[-1]["id"])
+                if not stored:
+                    self._store.add(self.id, new, current=new[-1]["id"])
             except sqlite3.Error:  # a failing disk must not cost the user the reply on screen
                 log.exception("storing conversation %s failed", self.id)
             self.current = new[-1]["id"]
@@ -249,7 +263,7 @@ class Conversation:
 
     def _forward(self, turn: Turn, events, reply: dict) -> Said:
         """Send the reply's events and store what it says as it goes; recorded whatever way it ends."""
-        said = {Thinking: [], Answer: []}
+        said = {Thinking: [reply["thinking"]], Answer: [reply["content"]]}  # a continued reply keeps its start
         tag = {"id": turn.id, "message": reply["id"]}
         self.emit({"type": "start", **tag, "parent": reply["parent"]})
         autosave = Autosave(lambda answer, thinking: self._write(self._store.save_reply, reply["id"], answer,

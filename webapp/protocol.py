@@ -39,6 +39,11 @@ class RegenerateFrame(_Frame):
     message: MessageId | None = None  # the reply to answer anew; default the current branch's last
 
 
+class ContinueFrame(_Frame):
+    type: Literal["continue"]
+    id: str = Field(min_length=1, max_length=200)
+
+
 class SelectFrame(_Frame):
     type: Literal["select"]
     message: MessageId
@@ -100,12 +105,12 @@ class SweepFrame(_ContestFrame):
 
 ClientFrame = Annotated[
     Union[ChatFrame, StopFrame, SettingsFrame, SwitchEngineFrame, ResetCacheFrame, NewChatFrame, RaceFrame,
-          SweepFrame, RegenerateFrame, SelectFrame],
+          SweepFrame, RegenerateFrame, SelectFrame, ContinueFrame],
     Field(discriminator="type"),
 ]
 _adapter = TypeAdapter(ClientFrame)
 TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat", "race", "sweep", "regenerate",
-         "select")
+         "select", "continue")
 
 
 def parse(raw: str | bytes) -> ClientFrame:

@@ -147,7 +147,7 @@ class MlxEngine(Engine):
             if generation.cache_stale:
                 self._conversations.drop(cid)  # the library's cache moved past the stored ids
             else:
-                entry.messages = len(turn.messages) + 1
+                entry.messages = len(turn.messages) + (0 if turn.continued else 1)
                 entry.closed = done.finish_reason == "stop"
                 self._conversations.put(cid, entry)
         except EngineError as exc:
@@ -184,12 +184,13 @@ class MlxEngine(Engine):
         options, messages = turn.options, turn.messages
         thinking = options.reasoning_budget > 0
         entry = self._conversations.get(turn.conversation_id)
-        if (
-            entry is not None
-            and entry.system_prompt == options.system_prompt
-            and entry.messages == len(messages) - 1
-            and entry.ids
-        ):
+        usable = entry is not None and entry.system_prompt == options.system_prompt and entry.ids
+        if turn.continued:
+            if usable and entry.messages == len(messages) and not entry.closed:
+                return entry, entry.ids  # the reply's own tokens, not a re-encoding of its text
+            entry = ConversationCache(options.system_prompt, PromptCacheState())
+            return entry, self._prompts.continuation_ids(options.system_prompt, messages, thinking)
+        if usable and entry.messages == len(messages) - 1:
             ids = self._prompts.next_turn_ids(entry.ids, entry.closed, messages[-1].content, thinking)
             return entry, ids
         entry = ConversationCache(options.system_prompt, PromptCacheState())

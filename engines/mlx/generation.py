@@ -42,7 +42,12 @@ class TurnGeneration:
         self.emit = emit
         self.deltas = DeltaBatch(emit)
         self.loop = loop
-        self.thinking = self.options.reasoning_budget > 0
+        self.thinking = self.options.reasoning_budget > 0  # this reply starts in its thinking phase
+        self.budget = self.options.reasoning_budget
+        if turn.continued:  # an unfinished reply goes on where it stopped, its thinking counted
+            said = turn.messages[-1]
+            self.thinking = self.thinking and not said.content
+            self.budget = max(1, self.budget - len(prompts.encode(said.reasoning)))
         self.splitter = ThinkSplitter(thinking=self.thinking)
         self.meter = StatsMeter()
         self.speculative = self.options.speculative and loaded.drafter is not None
@@ -62,7 +67,7 @@ class TurnGeneration:
             if not self.thinking:
                 finish = self.loop.phase(self, input_ids, self.options.max_tokens)
             else:
-                finish = self.loop.phase(self, input_ids, self.options.reasoning_budget)
+                finish = self.loop.phase(self, input_ids, self.budget)
                 if finish == "length":
                     finish = self._continue_after_budget()
         finally:

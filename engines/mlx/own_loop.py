@@ -46,6 +46,7 @@ class OwnLoop:
         first = self.decoder.feed(state, input_ids, options.prefill_step_size, sampling,
                                   cancelled=lambda: gen.cancelled)
         if first is None:
+            gen.cache_stale = True  # the conversation's ids now lack this turn
             return "cancelled"
         conversation.decode = state
         detokenizer = make_streaming_detokenizer(gen.loaded.processor)

@@ -50,6 +50,17 @@ class PromptBuilder:
         head = [Message("system", system_prompt)] if system_prompt else []
         return self.encode(self.render(head + list(messages), thinking=thinking))
 
+    def continuation_ids(self, system_prompt: str, messages: list[Message], thinking: bool) -> list[int]:
+        """The conversation up to an unfinished reply (the last message), and the reply so far."""
+        head = self.conversation_ids(system_prompt, messages[:-1], thinking)
+        said = messages[-1]
+        text = said.content
+        if thinking:  # the template opened the thinking block; the reply's own close follows it
+            text = said.reasoning
+            if said.content:
+                text = said.reasoning.rstrip("\n") + THINK_CLOSE + said.content.lstrip("\n")
+        return head + self.encode(text)
+
     def next_turn_ids(self, previous: list[int], closed: bool, user_text: str, thinking: bool) -> list[int]:
         """``previous`` (the ids the model has seen) extended by a new user turn."""
         turn = self.encode(self.render([Message("user", user_text)], thinking=thinking))
