@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Literal
 
 from .events import Event
@@ -40,6 +42,34 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class Example:
+    """A prompt the empty screen offers: the model answers it right (the answer contains ``expect``),
+    with thinking on, and also with thinking off unless ``thinking`` says it needs thinking."""
+
+    text: str
+    expect: str
+    thinking: bool = False
+
+    def to_dict(self) -> dict:
+        return {"text": self.text, "thinking": self.thinking}
+
+
+def read_examples(folder: Path) -> tuple[Example, ...]:
+    """The model's ``examples.json`` in ``folder`` (``[{"text", "expect", "thinking"}]``); none when it is
+    missing, and none (with one log line) when it cannot be read: examples never stop a model loading."""
+    path = folder / "examples.json"
+    if not path.is_file():
+        return ()
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+        return tuple(Example(str(item["text"]), str(item["expect"]), bool(item.get("thinking", False)))
+                     for item in items)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        log.warning("ignoring %s: %s", path, exc)
+        return ()
+
+
+@dataclass(frozen=True)
 class EngineInfo:
     name: str
     model: str
@@ -47,6 +77,7 @@ class EngineInfo:
     state: State
     message: str = ""
     progress: float | None = None
+    examples: tuple[Example, ...] = ()  # prompts the empty screen offers for this model
 
     def to_dict(self) -> dict:
         return {
@@ -56,6 +87,7 @@ class EngineInfo:
             "state": self.state,
             "message": self.message,
             "progress": self.progress,
+            "examples": [example.to_dict() for example in self.examples],
         }
 
 

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from ..base import Engine, EngineInfo, Turn
+from ..base import Engine, EngineInfo, Example, Turn, read_examples
 from ..errors import EngineBusy, EngineError, EngineNotReady
 from ..events import Done, Event
 from ..options import GenerationOptions
@@ -45,6 +45,7 @@ class MlxEngine(Engine):
         self._prefix: PrefixSnapshot | None = None  # the system prompt's state for the own loop
         self._conversations = ConversationCaches()
         self._active: Turn | None = None
+        self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
@@ -55,6 +56,7 @@ class MlxEngine(Engine):
             state=self._state,
             message=self._message,
             progress=self._progress,
+            examples=self._examples if loaded else (),
         )
 
     def load(self, options: GenerationOptions) -> None:
@@ -68,6 +70,7 @@ class MlxEngine(Engine):
                 self._set_state("loading", "loading the drafter", 0.6)
                 load_drafter(loaded, self.drafter_spec)
             self._loaded, self._prompts = loaded, PromptBuilder(loaded)
+            self._examples = read_examples(loaded.path)
             self._decoder, self._stop_ids = _own_decoder(loaded)
             self._set_state("loading", "warming up", 0.8)
             self._prepare(options)
