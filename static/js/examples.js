@@ -47,7 +47,7 @@ export class Examples {
       button.disabled = !this.enabled;
       if (example.thinking) {
         button.dataset.thinking = "true";
-        button.title = "Answered right with thinking on (a reasoning budget above 0)";
+        button.title = "Answered right with thinking on (a thinking budget above 0)";
       }
       button.addEventListener("click", () => this.onPick(example.text));
       list.append(button);
@@ -66,7 +66,7 @@ export class Examples {
     note.hidden = !(this.budget === 0 && needThinking);
     note.textContent = note.hidden
       ? ""
-      : `Thinking is off (reasoning budget 0): the ${needThinking === 1 ? "example" : "examples"} marked “thinks” ` +
-        "need a budget above 0 in the settings to come out right.";
+      : `Thinking is off (thinking budget 0): the ${needThinking === 1 ? "example" : "examples"} marked “thinks” ` +
+        "need a thinking budget above 0 in the settings to come out right.";
   }
 }

@@ -8,6 +8,7 @@ import { Conversation } from "@app/conversation.js";
 import { bindTintToggle } from "@app/drafted-tint.js";
 import { EnginePanel } from "@app/engine.js";
 import { EnginePicker } from "@app/engine-picker.js";
+import { Examples } from "@app/examples.js";
 import { formatBytes, formatCount, formatRate } from "@app/format.js";
 import { History } from "@app/history.js";
 import { RaceView } from "@app/race.js";
@@ -91,6 +92,8 @@ const composer = new Composer({
   onStop: stopReply,
 });
 bindTintToggle($("#tint-drafted"), $("#tint-drafted-hint"));
+// The model's example prompts sit in the empty state, so they go once the conversation has a message.
+const examples = new Examples($("#examples"), { onPick: (text) => !locked() && !blockedReason() && sendChat(text) });
 const connection = new Connection(() => socketUrl(conversationId), {
   onFrame: (frame) => (held && frame.type !== "hello" ? held.push(frame) : handlers[frame.type]?.(frame)),
   onStatus: showConnection,
@@ -297,6 +300,7 @@ function blockedReason() {
 function refresh() {
   const blocked = blockedReason();
   composer.set({ streaming: current !== null, blocked });
+  examples.setEnabled(current === null && !blocked);
   if (locked() !== wasLocked) {
     wasLocked = locked();
     conversation.update(tree, wasLocked);
@@ -368,16 +372,19 @@ const handlers = {
     connected = true;
     engineInfo = frame.engine;
     engine.update(engineInfo);
+    examples.show(engineInfo.examples);
     learnBaseline(frame);
     picker.update(frame.spec, frame.choices);
     deepResetField.hidden = !frame.deep_reset;
     settingsValues = frame.settings ?? {};
     settings.update(frame.settings);
+    examples.setBudget(settingsValues.reasoning_budget);
     refresh();
   },
   engine(frame) {
     engineInfo = frame.engine;
     engine.update(engineInfo);
+    examples.show(engineInfo.examples);
     learnBaseline(frame);
     picker.update(frame.spec, frame.choices);
     deepResetField.hidden = !frame.deep_reset;
@@ -386,6 +393,7 @@ const handlers = {
   settings(frame) {
     settingsValues = frame.values ?? {};
     settings.update(frame.values);
+    examples.setBudget(settingsValues.reasoning_budget);
   },
   start(frame) {
     if (frame.message) {
