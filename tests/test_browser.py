@@ -42,7 +42,7 @@ def set_setting(page, name: str, value: str) -> None:
     field.fill(value)
     field.dispatch_event("change")
     page.wait_for_function(
-        f'document.querySelector(\'#settings [name="{name}"]\').value === "{value}"'
+        f'() => document.querySelector(\'#settings [name="{name}"]\').value === "{value}"'
         " && !document.querySelector('#settings-error')?.textContent.trim()"
     )
 
@@ -78,7 +78,7 @@ def test_thinking_streams_collapses_and_budget_zero_hides_it(page):
 
     set_setting(page, "reasoning_budget", "0")
     second = send(page, "no thinking please")
-    page.wait_for_function("document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
+    page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
                            timeout=120_000)
     assert second.locator(".thinking").count() == 0
     assert second.locator(".answer").inner_text().strip()

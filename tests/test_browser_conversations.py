@@ -49,7 +49,7 @@ def url_id(page) -> str:
 
 def done_count(page, count: int) -> None:
     page.wait_for_function(
-        f"document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === {count}", timeout=15_000)
+        f"() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === {count}", timeout=15_000)
 
 
 def send(page, text: str, replies: int = 1) -> None:
@@ -80,7 +80,7 @@ def test_reload_restores_the_conversation_named_in_the_url(open_page, fake_serve
     messages = stored(fake_server, id)["messages"]
     third = next(m for m in messages if m["content"] == "third question")
     assert third["parent"] == messages[3]["id"]
-    page.wait_for_function("document.querySelectorAll('.msg.assistant .msg-actions:not([hidden])').length === 3")
+    page.wait_for_function("() => document.querySelectorAll('.msg.assistant .msg-actions:not([hidden])').length === 3")
 
 
 def test_a_reload_mid_reply_follows_the_reply(open_page, fake_server):
@@ -90,7 +90,7 @@ def test_a_reload_mid_reply_follows_the_reply(open_page, fake_server):
     page.fill("#prompt", "hello")
     page.press("#prompt", "Enter")
     page.locator(".msg.assistant .thinking").wait_for()
-    page.wait_for_function("location.search.includes('c=')")
+    page.wait_for_function("() => location.search.includes('c=')")
     id = url_id(page)
     page.reload()
     page.wait_for_selector("#engine[data-state=ready]")
@@ -111,24 +111,24 @@ def test_regenerate_and_edit_make_branches_that_the_arrows_navigate(open_page, f
     assert page.locator(".branch-nav").count() == 0
 
     page.get_by_role("button", name="Regenerate answer").click()
-    page.wait_for_function("document.querySelector('.msg.assistant .branch-count')?.textContent === '2/2'")
+    page.wait_for_function("() => document.querySelector('.msg.assistant .branch-count')?.textContent === '2/2'")
     reply = page.locator(".msg.assistant")
     second_reply = reply.get_attribute("data-message")
     assert second_reply != first_reply
     assert page.locator(".msg.assistant").count() == 1
 
     page.get_by_role("button", name="Previous answer").click()
-    page.wait_for_function(f"document.querySelector('.msg.assistant')?.dataset.message === '{first_reply}'")
+    page.wait_for_function(f"() => document.querySelector('.msg.assistant')?.dataset.message === '{first_reply}'")
     assert page.locator(".msg.assistant .branch-count").inner_text() == "1/2"
     assert stored(fake_server, id)["current"] == first_reply
     page.get_by_role("button", name="Next answer").click()
-    page.wait_for_function(f"document.querySelector('.msg.assistant')?.dataset.message === '{second_reply}'")
+    page.wait_for_function(f"() => document.querySelector('.msg.assistant')?.dataset.message === '{second_reply}'")
 
     # Edit the question: a new branch beside it, the old kept.
     page.get_by_role("button", name="Edit message").click()
     page.get_by_label("Edited message").fill("changed question")
     page.get_by_role("button", name="Send edit").click()
-    page.wait_for_function("document.querySelector('.msg.user .branch-count')?.textContent === '2/2'")
+    page.wait_for_function("() => document.querySelector('.msg.user .branch-count')?.textContent === '2/2'")
     assert page.locator(".msg.user .bubble").inner_text() == "changed question"
     done_count(page, 1)
     users = [m for m in stored(fake_server, id)["messages"] if m["role"] == "user"]
@@ -136,7 +136,7 @@ def test_regenerate_and_edit_make_branches_that_the_arrows_navigate(open_page, f
     assert users[1]["parent"] is None
 
     page.get_by_role("button", name="Previous message").click()
-    page.wait_for_function("document.querySelector('.msg.user .bubble')?.textContent === 'first question'")
+    page.wait_for_function("() => document.querySelector('.msg.user .bubble')?.textContent === 'first question'")
     # That branch comes back down to its newest answer, with its own arrows.
     assert page.locator(".msg.assistant").get_attribute("data-message") == second_reply
     assert page.locator(".msg.assistant .branch-count").inner_text() == "2/2"
@@ -154,19 +154,19 @@ def test_the_sidebar_searches_renames_and_deletes_with_undo(open_page, fake_serv
     second = url_id(page)
     assert first != second
     links = page.locator("#history-list .history-link")
-    page.wait_for_function("document.querySelectorAll('#history-list .history-link').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 2")
     assert links.all_inner_texts() == ["beta about units", "alpha about weekdays"]  # newest first
     assert page.locator(".history-heading").all_text_contents() == ["Today"]
 
     page.fill("#history-search", "weekdays")
-    page.wait_for_function("document.querySelectorAll('#history-list .history-link').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 1")
     assert links.inner_text() == "alpha about weekdays"
     page.fill("#history-search", "")
-    page.wait_for_function("document.querySelectorAll('#history-list .history-link').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 2")
 
     # Opening one from the list draws it and names it in the URL.
     page.get_by_role("link", name="alpha about weekdays").click()
-    page.wait_for_function(f"location.search === '?c={first}'")
+    page.wait_for_function(f"() => location.search === '?c={first}'")
     done_count(page, 1)
     assert page.locator(".msg.user .bubble").inner_text() == "alpha about weekdays"
 
@@ -177,18 +177,18 @@ def test_the_sidebar_searches_renames_and_deletes_with_undo(open_page, fake_serv
     assert stored(fake_server, first)["title"] == "Weekday sums"
 
     page.get_by_role("button", name="Delete “beta about units”").click()
-    page.wait_for_function("document.querySelectorAll('#history-list .history-link').length === 1")
+    page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 1")
     page.locator("#history-undo").get_by_role("button", name="Undo").click()
-    page.wait_for_function("document.querySelectorAll('#history-list .history-link').length === 2")
+    page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 2")
     page.wait_for_timeout(6500)  # past the undo window: nothing was deleted
     assert stored(fake_server, second)["id"] == second
 
     # Deleting the open conversation leaves it for a new chat; it is gone once the undo runs out.
     page.get_by_role("button", name="Delete “Weekday sums”").click()
-    page.wait_for_function("location.search === ''")
+    page.wait_for_function("() => location.search === ''")
     assert page.locator(".msg").count() == 0
-    page.wait_for_function("!document.querySelector('#history-undo').hidden")
-    page.wait_for_function("document.querySelector('#history-undo').hidden", timeout=10_000)
+    page.wait_for_function("() => !document.querySelector('#history-undo').hidden")
+    page.wait_for_function("() => document.querySelector('#history-undo').hidden", timeout=10_000)
     assert requests.get(f"{fake_server.url}/api/conversations/{first}", timeout=5).status_code == 404
 
 
@@ -217,7 +217,7 @@ def test_export_and_import_round_trip(open_page, fake_server, tmp_path):
     assert json.loads(path.read_text())["format"] == "specchat.conversation"
 
     page.set_input_files("#import-file", str(path))
-    page.wait_for_function(f"location.search.startsWith('?c=') && location.search !== '?c={id}'")
+    page.wait_for_function(f"() => location.search.startsWith('?c=') && location.search !== '?c={id}'")
     done_count(page, 1)
     copy = url_id(page)
     assert [m["content"] for m in stored(fake_server, copy)["messages"]] == \
@@ -288,7 +288,7 @@ def test_jump_to_latest_and_escape_stops_wherever_focus_is(open_page, fake_serve
     page.locator("#log").evaluate("log => log.scrollTo(0, 0)")
     jump.wait_for()
     jump.click()
-    page.wait_for_function("(() => { const l = document.querySelector('#log');"
+    page.wait_for_function("() => (() => { const l = document.querySelector('#log');"
                            " return l.scrollHeight - l.scrollTop - l.clientHeight < 2; })()")
     jump.wait_for(state="hidden")
 

@@ -69,7 +69,7 @@ def factor(ratio: float) -> str:
 
 def wait_race_done(tab, count: int = 1) -> dict:
     tab.page.wait_for_function(
-        f"document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
+        f"() => document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
     return tab.of_type("race_done")[-1]
 
 
@@ -257,7 +257,7 @@ def test_slow_drafting_gets_a_notice_with_a_smaller_block(tab):
     assert wait_for_frame(tab, "engine", seen)["baseline"]["tok_s"] == 1.0
     tab.page.fill("#prompt", "again")
     tab.page.press("#prompt", "Enter")
-    tab.page.wait_for_function("document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
+    tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
                                timeout=30_000)
     assert tab.page.locator(".msg.assistant").nth(1).locator(".note-slow-draft").count() == 0
 
@@ -331,8 +331,9 @@ def test_calibration_measures_the_drafter_off_speed(tab):
         page.click("#settings-toggle")
     assert "not measured yet" in page.locator("#baseline-status").inner_text()
     page.get_by_role("button", name="Measure drafter-off speed").click()
-    page.wait_for_function("/tok\\/s \\(measured\\)/.test(document.querySelector('#baseline-status').textContent)",
-                           timeout=20_000)
+    page.wait_for_function(
+        "() => /tok\\/s \\(measured\\)/.test(document.querySelector('#baseline-status').textContent)",
+        timeout=20_000)
     stored = tab.server.host.baselines.get(tab.server.host.engine.info())
     assert stored["source"] == "calibration"
     assert f"{stored['tok_s']:.1f} tok/s" in page.locator("#baseline-status").inner_text()

@@ -18,6 +18,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
 
     ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
     answers to); without it no Origin/Host check is made, as in unit tests.
+    ``ACCESS_TOKEN`` (a string) makes every request carry it (security.py).
 
     Conversations are stored in ``data_dir/specchat.db`` (in memory without a
     data folder); a database that cannot be used raises ``store.StoreError``.

@@ -6,8 +6,11 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
+import re
+import secrets
 import signal
 import sys
 from pathlib import Path
@@ -49,6 +52,25 @@ def log_level(text: str) -> str:
     return text.upper()
 
 
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Off loopback a token is required; one goes in a URL and a cookie, so it must be URL-safe."""
+    if args.token is not None and not re.fullmatch(r"[A-Za-z0-9._~-]{8,}", args.token):
+        parser.error(f"--token (or $SPECCHAT_TOKEN) must be at least 8 letters, digits, '-', '_', '.' or '~', "
+                     f"e.g. --token {secrets.token_urlsafe(24)}")
+    if args.token is None and not is_loopback(args.host):
+        parser.error(f"--host {args.host} lets other machines in: pass --token TOKEN (or set SPECCHAT_TOKEN), "
+                     f"e.g. --token {secrets.token_urlsafe(24)}")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = _Parser(prog="specchat", description="Chat with a local model in your browser.")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
@@ -79,10 +101,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--blas", type=blas_argument, default=None,
         help="Linux CPU: auto (OpenBLAS when installed, the default), bundled (the mlx wheel's own), or a library path",
     )
+    parser.add_argument(
+        "--token", default=os.environ.get("SPECCHAT_TOKEN") or None,
+        help="access token every request must carry (default: $SPECCHAT_TOKEN); required off loopback",
+    )
     parser.add_argument("--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
     if args.engine == "openai" and not args.base_url:
         parser.error("--engine openai needs --base-url, the server's /v1 URL (e.g. http://127.0.0.1:8080/v1)")
+    check_token(parser, args)
     return args
 
 
@@ -121,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     from .store import StoreError
 
     try:
-        app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=create_engine)
+        app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=create_engine,
+                         config={"ACCESS_TOKEN": args.token})
     except StoreError as exc:
         print(f"specchat: {exc}", file=sys.stderr)
         return 2
@@ -141,7 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, shut_down)
     signal.signal(signal.SIGTERM, shut_down)
     host.start_loading()
-    print(f"specchat: open http://{'127.0.0.1' if args.host in ('0.0.0.0', '::') else args.host}:{server.port}/ "
+    address = "127.0.0.1" if args.host in ("0.0.0.0", "::") else f"[{args.host}]" if ":" in args.host else args.host
+    login = f"?token={args.token}" if args.token else ""
+    print(f"specchat: open http://{address}:{server.port}/{login} "
           f"(model {engine.info().model}; data in {data_dir})", flush=True)
     server.run()
     host.shut_down()  # the engine in use now, which a tab may have switched
