@@ -43,7 +43,7 @@ def test_the_empty_screen_offers_the_examples_and_a_click_sends_one(page):
     assert buttons.all_inner_texts() == [ex["text"] for ex in SHIPPED]
     thinks = [ex["text"] for ex in SHIPPED if ex["thinking"]]
     assert page.locator("#examples .example[data-thinking]").all_inner_texts() == thinks
-    page.wait_for_function("[...document.querySelectorAll('#examples .example')].every((b) => !b.disabled)")
+    page.wait_for_function("() => [...document.querySelectorAll('#examples .example')].every((b) => !b.disabled)")
 
     # With thinking off, the examples that need it say so; with it on again, the note goes.
     note = page.locator("#examples .examples-note")
