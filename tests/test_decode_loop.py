@@ -157,18 +157,22 @@ def test_speculative_sampling_follows_the_target_distribution(tiny):
     assert abs(_chi_square_z(counts, probs, n)) < 4.5
 
 
-def _engine_reply(engine, text, options, conversation="c", cancel_after=None):
-    turn = Turn(id="t", conversation_id=conversation, messages=[Message("user", text)], options=options)
-    parts, done, seen = [], None, 0
+def _drain(engine, turn, cancel_after=None):
+    """The reply's text and its Done; Stop after ``cancel_after`` deltas when given."""
+    parts, done = [], None
     for event in guarded(engine.stream(turn)):
         if isinstance(event, (Thinking, Answer)):
             parts.append(event.text)
-            seen += 1
-            if cancel_after is not None and seen == cancel_after:
+            if cancel_after is not None and len(parts) == cancel_after:
                 turn.cancel.set()
         elif isinstance(event, Done):
             done = event
     return "".join(parts), done
+
+
+def _engine_reply(engine, text, options, conversation="c", cancel_after=None):
+    turn = Turn(id="t", conversation_id=conversation, messages=[Message("user", text)], options=options)
+    return _drain(engine, turn, cancel_after)
 
 
 @pytest.fixture(scope="module")
@@ -190,17 +194,12 @@ def test_engine_identical_across_budget_cut_and_next_turn(engine):
         conversation = f"budget-{block}"
         first, done = _engine_reply(engine, "What is 347 + 589?", options, conversation)
         assert done.finish_reason in ("stop", "length") and done.stats["thinking_tokens"] == 12
-        engine_turn = Turn(id="t2", conversation_id=conversation,
-                           messages=[Message("user", "What is 347 + 589?"), Message("assistant", first),
-                                     Message("user", "What is 12 + 30?")], options=options)
-        second, done2 = [], None
-        for event in guarded(engine.stream(engine_turn)):
-            if isinstance(event, (Thinking, Answer)):
-                second.append(event.text)
-            elif isinstance(event, Done):
-                done2 = event
+        next_turn = Turn(id="t2", conversation_id=conversation,
+                         messages=[Message("user", "What is 347 + 589?"), Message("assistant", first),
+                                   Message("user", "What is 12 + 30?")], options=options)
+        second, done2 = _drain(engine, next_turn)
         assert done2.stats["cached_tokens"] > 0, "the next turn did not reuse the conversation's cache"
-        results[block] = (first, "".join(second))
+        results[block] = (first, second)
         if block > 1:
             assert done.stats["rounds"] > 0 and done.stats["accepted_hist"] is not None
     for block in BLOCKS:
@@ -268,14 +267,8 @@ def test_a_prompt_past_the_context_is_refused_before_any_work(engine):
 
 
 def _continue_reply(engine, messages, options, conversation):
-    turn = Turn(id="c", conversation_id=conversation, messages=messages, options=options, continued=True)
-    parts, done = [], None
-    for event in guarded(engine.stream(turn)):
-        if isinstance(event, (Thinking, Answer)):
-            parts.append(event.text)
-        elif isinstance(event, Done):
-            done = event
-    return "".join(parts), done
+    return _drain(engine, Turn(id="c", conversation_id=conversation, messages=messages, options=options,
+                               continued=True))
 
 
 @pytest.mark.parametrize("loop", ["specchat", "mlx-vlm"])
