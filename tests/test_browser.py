@@ -23,18 +23,23 @@ def browser():
         browser.close()
 
 
-@pytest.fixture
-def page(browser, mlx_server):
+def ready_page(browser, url: str):
+    """A page on ``url`` once its engine is ready; after the test, no page or console error may have shown."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-    page.goto(mlx_server.url + "/")
+    page.goto(url + "/")
     page.wait_for_selector("#engine[data-state=ready]", timeout=60_000)
     yield page
     context.close()
     assert errors == []
+
+
+@pytest.fixture
+def page(browser, mlx_server):
+    yield from ready_page(browser, mlx_server.url)
 
 
 def set_setting(page, name: str, value: str) -> None:

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tests.conftest import ServerProcess
-from tests.test_browser import browser, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
 from tests.test_demo_examples import DEMO
 
 pytestmark = pytest.mark.browser
@@ -25,16 +25,7 @@ def demo_server(tmp_path_factory):
 
 @pytest.fixture
 def page(browser, demo_server):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-    page.goto(demo_server.url + "/")
-    page.wait_for_selector("#engine[data-state=ready]", timeout=60_000)
-    yield page
-    context.close()
-    assert errors == []
+    yield from ready_page(browser, demo_server.url)
 
 
 def test_the_empty_screen_offers_the_examples_and_a_click_sends_one(page):
