@@ -8,6 +8,7 @@ import re
 import pytest
 import requests
 
+from engines.fake import ANSWER, THINKING
 from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
 
 pytestmark = pytest.mark.browser
@@ -143,6 +144,48 @@ def test_regenerate_and_edit_make_branches_that_the_arrows_navigate(open_page, f
     page.reload()
     done_count(page, 1)
     assert page.locator(".msg.user .bubble").inner_text() == "first question"
+
+
+def test_continue_goes_on_with_a_stopped_reply_in_the_same_message(open_page, fake_server):
+    fake_server.engine.holds = [17]  # past the thinking (15 words), a few words into the answer
+    page = open_page()
+    page.fill("#prompt", "tell me")
+    page.press("#prompt", "Enter")
+    reply = page.locator(".msg.assistant")
+    page.wait_for_function("() => document.querySelector('.msg.assistant .answer')?.textContent.trim() !== ''")
+    page.click("#stop")
+    page.wait_for_selector('.msg.assistant[data-finish="cancelled"]')
+    id = url_id(page)
+    message = reply.get_attribute("data-message")
+    said = stored(fake_server, id)["messages"][1]["content"]
+    assert said.strip() and ANSWER.startswith(said.strip()) and said.strip() != ANSWER
+    proceed = page.get_by_role("button", name="Continue reply", exact=True)
+    proceed.wait_for()
+    stats_before = reply.locator(".stats").inner_text()
+
+    proceed.click()
+    page.wait_for_selector('.msg.assistant[data-finish="stop"] .msg-actions:not([hidden])')
+    # The same message on screen, its answer now the whole of what the engine says, rendered once.
+    assert page.locator(".msg.assistant").count() == 1
+    assert reply.get_attribute("data-message") == message
+    expected = page.evaluate("""async (source) => {
+      const { MarkdownView } = await import("@app/markdown.js");
+      const el = document.createElement("div");
+      new MarkdownView(el).render(source);
+      return el.textContent;
+    }""", ANSWER)
+    shown = reply.locator(".answer").evaluate("el => el.textContent")
+    assert shown.split() == expected.split()  # the engine's words each end in a space
+    assert reply.locator(".answer .code-block").count() == 1
+    assert reply.locator(".thinking-body").text_content().strip() == THINKING.strip()  # folded: not inner_text
+    assert reply.locator(".stats").inner_text() != stats_before
+    assert reply.locator(".note").count() == 0  # "stopped" no longer holds
+    assert proceed.count() == 0
+    messages = stored(fake_server, id)["messages"]
+    assert len(messages) == 2
+    assert messages[1]["id"] == message
+    assert messages[1]["content"].strip() == ANSWER
+    assert messages[1]["finish_reason"] == "stop"
 
 
 def test_the_sidebar_searches_renames_and_deletes_with_undo(open_page, fake_server):

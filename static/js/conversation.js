@@ -15,17 +15,17 @@ export class Conversation {
    * @param {HTMLButtonElement} jump "Jump to latest", shown while the reader is scrolled up during a reply
    * @param {{onResend: (text: string) => void, onRace: (text: string) => void,
    *          judge: (stats: object) => object|null, onEdit: (message: UserMessage, text: string) => boolean,
-   *          onRegenerate: (turn: AssistantTurn) => void, onSelect: (id: string) => void,
-   *          streaming: () => boolean}} hooks `onRace` races a past message's text again;
-   *   `judge` is handed to each reply (see AssistantTurn); `onEdit`, `onRegenerate` and `onSelect` make
-   *   and switch branches.
+   *          onRegenerate: (turn: AssistantTurn) => void, onContinue: (turn: AssistantTurn) => void,
+   *          onSelect: (id: string) => void, streaming: () => boolean}} hooks `onRace` races a past
+   *   message's text again; `judge` is handed to each reply (see AssistantTurn); `onEdit`, `onRegenerate`
+   *   and `onSelect` make and switch branches; `onContinue` goes on with an unfinished reply.
    */
-  constructor(log, jump, { onResend, onRace, judge, onEdit, onRegenerate, onSelect, streaming }) {
+  constructor(log, jump, { onResend, onRace, judge, onEdit, onRegenerate, onContinue, onSelect, streaming }) {
     this.log = log;
     this.jump = jump;
     this.list = log.querySelector(".messages");
     this.emptyState = log.querySelector(".empty-state");
-    this.turnHooks = { onResend, judge, onRegenerate, onSelect };
+    this.turnHooks = { onResend, judge, onRegenerate, onContinue, onSelect };
     this.userHooks = { onEdit, onRace, onSelect };
     this.onRace = onRace;
     this.streaming = streaming;
@@ -84,6 +84,15 @@ export class Conversation {
     const turn = new AssistantTurn(id, prompt, this.turnHooks);
     this.turns.set(id, turn);
     this.list.append(turn.el);
+    this.stick = true;
+    this.follow();
+    return turn;
+  }
+
+  /** Stream `continue` request `id` into `turn`, the reply it goes on with; it is followed like a new one. */
+  continueTurn(turn, id) {
+    turn.resume(id);
+    this.turns.set(id, turn);
     this.stick = true;
     this.follow();
     return turn;

@@ -56,6 +56,7 @@ const conversation = new Conversation($("#log"), $("#jump"), {
   judge: judgeReply,
   onEdit: editMessage,
   onRegenerate: regenerate,
+  onContinue: continueReply,
   onSelect: selectBranch,
   streaming: () => current !== null,
 });
@@ -213,6 +214,15 @@ function regenerate(turn) {
   if (!connection.send({ type: "regenerate", id, message: turn.message })) return;
   conversation.truncateFrom(turn);
   current = conversation.startTurn(id, turn.prompt);
+  refresh();
+}
+
+/** Go on with `turn`, an unfinished last reply: the continuation streams into the same message. */
+function continueReply(turn) {
+  if (current || blockedReason() || !turn.message) return;
+  const id = newId();
+  if (!connection.send({ type: "continue", id })) return;
+  current = conversation.continueTurn(turn, id);
   refresh();
 }
 

@@ -56,6 +56,18 @@ export class ThinkingBlock {
     if (stats && stats.thinking_tokens != null) this.tokens = stats.thinking_tokens;
   }
 
+  /** Whether the block is still being written (its clock runs). */
+  get live() {
+    return this.ms === null;
+  }
+
+  /** A continued reply thinks on: the clock runs again from the time it already had. */
+  resume() {
+    if (this.ms !== null) this.startedAt = performance.now() - this.ms;
+    this.ms = null;
+    this.el.dataset.state = "live";
+  }
+
   stopClock() {
     if (this.ms === null) this.ms = performance.now() - this.startedAt;
   }

@@ -10,6 +10,9 @@ import { schedule } from "@app/render.js";
 import { renderStats } from "@app/stats.js";
 import { ThinkingBlock } from "@app/thinking.js";
 
+// How a reply may end and still be continued (`continue {id}`) in the same message.
+const CONTINUABLE = ["cancelled", "length", "interrupted"];
+
 const FINISH_NOTES = {
   cancelled: "stopped",
   length: "cut at max tokens",
@@ -28,10 +31,12 @@ export class AssistantTurn {
    * @param {string} prompt the user's text, offered back for resending when the reply fails
    * @param {{onResend: (text: string) => void,
    *          judge?: (stats: object) => ({text: string, action?: {label: string, run: () => void}}|null),
-   *          onRegenerate?: (turn: AssistantTurn) => void, onSelect?: (id: string) => void}} hooks
-   * `judge` looks at a finished reply's stats and may return a notice (drafting not paying off).
+   *          onRegenerate?: (turn: AssistantTurn) => void, onContinue?: (turn: AssistantTurn) => void,
+   *          onSelect?: (id: string) => void}} hooks
+   * `judge` looks at a finished reply's stats and may return a notice (drafting not paying off);
+   * `onContinue` asks for more of an unfinished reply, streamed into this same turn.
    */
-  constructor(id, prompt, { onResend, judge, onRegenerate, onSelect }) {
+  constructor(id, prompt, { onResend, judge, onRegenerate, onContinue, onSelect }) {
     this.id = id;
     this.prompt = prompt;
     this.el = element("article", "msg assistant");
@@ -51,11 +56,17 @@ export class AssistantTurn {
     this.onResend = onResend;
     this.judge = judge;
     this.onRegenerate = onRegenerate;
+    this.onContinue = onContinue;
     this.onSelect = onSelect;
     this.message = null; // the stored reply's id, from its start frame
     this.settings = null; // what produced it, from the stored message
     this.siblings = [];
     this.locked = false; // true while something streams: no regenerate or branch switch
+    this.isLeaf = false; // the stored reply is the current branch's last message
+    this.continuing = false; // a `continue` was sent and its `start` has not arrived yet
+    this.previousFinish = null; // how the reply had ended before a `continue`, restored if it is refused
+    this.continueRefused = false; // the engine cannot continue replies: no Continue action
+    this.rebuildAnswer = false; // the answer was rendered whole; the next streaming render starts afresh
     this.actionsDirty = false;
 
     this.hasStarted = false;
@@ -117,6 +128,7 @@ export class AssistantTurn {
       this.siblings = tree.siblings(this.message);
       if (stored.settings) this.settings = stored.settings;
     }
+    this.isLeaf = this.message !== null && tree.current === this.message;
     this.locked = locked;
     this.statsDirty = true;
     this.actionsDirty = true;
@@ -125,7 +137,30 @@ export class AssistantTurn {
 
   started() {
     this.hasStarted = true;
+    if (this.continuing) {
+      // The continuation is under way: how the reply ended before no longer holds.
+      this.continuing = false;
+      this.notesEl.replaceChildren();
+    }
     if (this.el.dataset.state === "waiting") this.el.dataset.state = "streaming";
+  }
+
+  /** Whether this reply may go on (`continue`): it is the branch's last message and ended unfinished. */
+  get continuable() {
+    return Boolean(this.message && this.onContinue && this.isLeaf && !this.continueRefused && !this.active &&
+      CONTINUABLE.includes(this.el.dataset.finish));
+  }
+
+  /** `continue` request `id` was sent: its frames stream into this turn, after what it already says. */
+  resume(id) {
+    this.id = id;
+    this.el.dataset.id = id;
+    this.continuing = true;
+    this.previousFinish = this.el.dataset.finish;
+    this.el.dataset.state = "waiting";
+    this.el.setAttribute("aria-busy", "true");
+    this.actionsEl.hidden = true;
+    this.rebuildAnswer = true;
   }
 
   /** A thinking delta; `rounds` are the verify rounds that ended within it. */
@@ -136,6 +171,8 @@ export class AssistantTurn {
     if (!this.thinking) {
       this.thinking = new ThinkingBlock();
       this.el.prepend(this.thinking.el);
+    } else if (!this.thinking.live) {
+      this.thinking.resume(); // a continued reply thinks on in the same block
     }
     this.thinking.append(text);
     schedule(this);
@@ -145,7 +182,7 @@ export class AssistantTurn {
   addAnswer(text, rounds, spans) {
     if (!this.active) return;
     this.started();
-    if (this.answer === "" && this.thinking) this.thinking.answerStarted();
+    if (this.thinking?.live) this.thinking.answerStarted();
     this.strip.add(rounds);
     if (spans) this.tint.add(this.answer.length, spans);
     this.answer += text;
@@ -199,7 +236,15 @@ export class AssistantTurn {
    * no `done` follows and the reply ends here; later, `done` still closes the reply.
    */
   fail(code, message) {
-    if (!this.hasStarted && this.active) {
+    if (this.continuing && this.active) {
+      // A refused `continue`: the reply stays as it was, with the reason under it.
+      this.continuing = false;
+      this.el.dataset.state = "done";
+      this.el.dataset.finish = this.previousFinish ?? "";
+      if (this.thinking) this.thinking.finish(this.stats);
+      if (code === "continue_unsupported") this.continueRefused = true;
+      this.actionsDirty = true;
+    } else if (!this.hasStarted && this.active) {
       this.el.dataset.state = "failed";
       this.el.dataset.finish = "error";
       this.actionsDirty = true;
@@ -226,6 +271,12 @@ export class AssistantTurn {
     if (this.thinking) this.thinking.flush();
     const rendered = this.answerDirty;
     if (this.answerDirty) {
+      if (this.active && this.rebuildAnswer) {
+        // A continued reply was rendered whole: streaming renders rebuild it once, then go on by block.
+        this.answerEl.replaceChildren();
+        this.answerView = new MarkdownView(this.answerEl);
+        this.rebuildAnswer = false;
+      }
       if (this.active) this.answerView.update(this.answer);
       else this.answerView.render(this.answer);
       this.answerDirty = false;
@@ -267,8 +318,8 @@ export class AssistantTurn {
   }
 
   /**
-   * Branch arrows, Copy and Regenerate for a finished answer; "Edit & resend" when the reply failed
-   * or was cut off by the network.
+   * Branch arrows, Copy and Regenerate for a finished answer; Continue when it is the branch's last
+   * message and ended unfinished; "Edit & resend" when the reply failed or was cut off by the network.
    */
   renderActions() {
     const buttons = [];
@@ -281,6 +332,16 @@ export class AssistantTurn {
       copy.setAttribute("aria-label", "Copy answer");
       copy.addEventListener("click", () => copyText(copy, this.answer, this.answerEl));
       buttons.push(copy);
+    }
+    if (this.continuable) {
+      const more = element("button", "link-button continue-reply");
+      more.type = "button";
+      more.textContent = "Continue";
+      more.setAttribute("aria-label", "Continue reply");
+      more.title = "Go on with this reply where it stopped, in this same message";
+      more.disabled = this.locked;
+      more.addEventListener("click", () => this.onContinue(this));
+      buttons.push(more);
     }
     if (this.message && this.onRegenerate) {
       const again = element("button", "link-button");
