@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
+from collections import deque
 
 import orjson
 
@@ -21,23 +23,92 @@ log = logging.getLogger(__name__)
 class ChatSession:
     """One tab's socket, attached to a conversation that outlives it."""
 
+    # A tab that falls this far behind (characters of frames queued, not yet on its socket) is closed with
+    # 1008: a consumer that stopped reading is never waited on.
+    max_queued = 8 * 1024 * 1024
+    # Seconds a tab closed for falling behind gets to read its close frame before its connection is cut.
+    hang_up_after = 10.0
+
     def __init__(self, ws, host: EngineHost, conversation_id: str | None = None):
         self._ws = ws
         self._host = host
-        self._send_lock = threading.Lock()
+        # Frames wait here for the writer thread, the only one that writes this socket's frames, in order.
+        self._pending: deque[str] = deque()
+        self._pending_size = 0
+        self._sending = False
+        self._wake = threading.Condition()
         self._closed = False
+        self._behind = False  # closed for falling behind: the writer sends the 1008
+        self._hang_up: threading.Timer | None = None
         self.conversation, self._resumed = host.conversations.open(conversation_id)
+        self._writer = threading.Thread(target=self._write_out, name="ws-writer", daemon=True)
+        self._writer.start()
 
     def send(self, frame: dict) -> None:
-        """Thread-safe; a tab that went away is ignored (its handler cleans up)."""
+        """Queue a frame for the tab; never blocks. Thread-safe; a tab that went away is ignored (its handler
+        cleans up), one that fell too far behind is closed with 1008."""
         data = protocol.dumps(frame)
-        with self._send_lock:
+        with self._wake:
             if self._closed:
                 return
+            if self._pending_size + len(data) > self.max_queued:
+                self._fall_behind()
+                return
+            self._pending.append(data)
+            self._pending_size += len(data)
+            self._wake.notify_all()
+
+    def _fall_behind(self) -> None:
+        """The tab stopped reading: drop what it has not got, close it with 1008; the caller holds ``_wake``."""
+        log.warning("a tab fell %d characters of frames behind: closing it", self._pending_size)
+        self._closed = self._behind = True
+        self._pending.clear()
+        self._pending_size = 0
+        self._hang_up = threading.Timer(self.hang_up_after, self._cut)
+        self._hang_up.daemon = True
+        self._hang_up.start()
+        self._wake.notify_all()
+
+    def _cut(self) -> None:
+        """Ends the connection of a tab that did not read its close in time (wakes a send stuck on it)."""
+        try:
+            self._ws.sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, AttributeError):
+            pass
+
+    def _write_out(self) -> None:
+        """The writer thread: the queued frames onto the socket, in order, until the session closes."""
+        while True:
+            with self._wake:
+                self._sending = False
+                self._wake.notify_all()  # for flush()
+                while not self._pending and not self._closed:
+                    self._wake.wait()
+                if not self._pending:  # closed
+                    behind = self._behind
+                    break
+                data = self._pending.popleft()
+                self._pending_size -= len(data)
+                self._sending = True
             try:
                 self._ws.send(data)
             except Exception:  # the socket is closing; the receive loop ends the session
-                self._closed = True
+                with self._wake:
+                    self._closed, self._sending = True, False
+                    self._pending.clear()
+                    self._pending_size = 0
+                    self._wake.notify_all()
+                return
+        if behind:
+            try:
+                self._ws.close(1008, "too far behind: reload the page")
+            except Exception:
+                pass
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued frame is on the socket (or the session closed); True when done in time."""
+        with self._wake:
+            return self._wake.wait_for(lambda: self._closed or not (self._pending or self._sending), timeout)
 
     def hello(self) -> None:
         """Greet the tab; a resumed conversation's latest reply follows (the rest of it live)."""
@@ -159,8 +230,14 @@ class ChatSession:
     def close(self) -> None:
         """The socket is gone; its conversation, and a reply in flight, wait for the tab to return."""
         self.conversation.detach(self.send)
-        with self._send_lock:
+        with self._wake:
             self._closed = True
+            self._pending.clear()
+            self._pending_size = 0
+            self._wake.notify_all()
+            hang_up = self._hang_up
+        if hang_up is not None:
+            hang_up.cancel()
 
 
 def _frame_id(raw) -> str | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -149,10 +150,15 @@ class EngineHost:
 
     def close(self) -> None:
         """Shutdown's first half, before the sockets close: refuse new replies and switches, stop every
-        reply and wait until each sent its ``done``."""
+        reply and wait until each sent its ``done``, and until each tab's queued frames are on its socket."""
         with self._lock:
             self._closing = True
         self.conversations.close()
+        with self._lock:
+            sessions = list(self._sessions)
+        deadline = time.monotonic() + 2
+        for session in sessions:  # a tab that stopped reading is not waited on past the deadline
+            session.flush(max(0.0, deadline - time.monotonic()))
 
     def shut_down(self) -> None:
         """Shutdown's second half: wait for a load or hand-over in flight, then unload the engine in use.

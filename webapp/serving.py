@@ -109,11 +109,11 @@ class _SocketProxy:
         finally:
             self._lock.release()
 
-    def shutdown(self):
+    def shutdown(self, how=socket.SHUT_RDWR):
         # Ends the TCP connection now, instead of when waitress gets round to
         # closing the fd, and wakes a reader thread blocked in recv().
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.shutdown(how)
         except OSError:
             pass
 
