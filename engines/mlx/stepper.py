@@ -79,8 +79,12 @@ def _attention_mask(positions, capacity: int):
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
 
 
-def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask):
-    """One Qwen 3.5 attention block over a buffer; returns (output, keys, values)."""
+def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visible: int | None = None):
+    """One Qwen 3.5 attention block over a buffer; returns (output, keys, values).
+
+    ``visible`` (a prompt's chunk, run uncompiled): attend causally over the buffer's first
+    ``visible`` positions only, instead of masking the whole buffer.
+    """
     mx = _mx()
     B, L, _ = x.shape
     q_out = attn.q_proj(x)
@@ -93,7 +97,11 @@ def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask):
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
     values_buf = mx.slice_update(values_buf, values.astype(values_buf.dtype), at, axes=(2,))
-    out = mx.fast.scaled_dot_product_attention(queries, keys_buf, values_buf, scale=attn.scale, mask=mask)
+    if visible is None:
+        out = mx.fast.scaled_dot_product_attention(queries, keys_buf, values_buf, scale=attn.scale, mask=mask)
+    else:
+        out = mx.fast.scaled_dot_product_attention(queries, keys_buf[:, :, :visible], values_buf[:, :, :visible],
+                                                   scale=attn.scale, mask="causal")
     out = out.transpose(0, 2, 1, 3).reshape(B, L, -1)
     return attn.o_proj(out * mx.sigmoid(gate)), keys_buf, values_buf
 
@@ -193,22 +201,26 @@ class TargetStepper:
                 grown.append((mx.pad(a, pad), mx.pad(b, pad)))
         caches.layers, caches.capacity = grown, capacity
 
-    def _forward(self, tokens, positions, layers, *, with_states: bool, greedy: bool, capacity: int):
+    def _forward(self, tokens, positions, layers, *, with_states: bool, greedy: bool, capacity: int,
+                 visible: int | None = None):
+        """``visible`` set: a prompt chunk (no logits; attention over the filled positions only)."""
         mx = _mx()
         h = self.embed(tokens)
         position_ids = mx.broadcast_to(positions[None], (3, *positions.shape))
-        mask = _attention_mask(positions, capacity)
+        mask = None if visible is not None else _attention_mask(positions, capacity)
         out_layers = []
         for layer, (a, b) in zip(self.layers, layers):
             x = layer.input_layernorm(h)
             if layer.is_linear:
                 r, a, b = _gated_delta(layer.linear_attn, x, a, b, with_states)
             else:
-                r, a, b = _attend(layer.self_attn, x, positions, position_ids, a, b, mask)
+                r, a, b = _attend(layer.self_attn, x, positions, position_ids, a, b, mask, visible)
             out_layers.append((a, b))
             h = h + r
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         hidden = self.norm(h)
+        if visible is not None:
+            return hidden, None, out_layers
         logits = self.head(hidden)
         if greedy:
             return hidden, mx.argmax(logits, axis=-1).astype(mx.int32), out_layers
@@ -267,7 +279,8 @@ class TargetStepper:
                     part, positions, caches.layers)
             else:  # prompt lengths vary: compiling each would cost more than it saves
                 hidden, _, layers = self._forward(part, positions, caches.layers, with_states=sequential,
-                                                  greedy=True, capacity=caches.capacity)
+                                                  greedy=True, capacity=caches.capacity,
+                                                  visible=caches.offset + part.shape[1])
             caches.layers = [
                 (a[:, -self.conv_width :], b[:, -1] if sequential else b) if layer.is_linear else (a, b)
                 for layer, (a, b) in zip(self.layers, layers)
