@@ -284,3 +284,20 @@ def test_a_reply_cut_at_its_length_goes_on_where_it_stopped(engine, loop):
     assert cut + more == whole  # on the conversation's cache: the reply's own tokens, nothing re-encoded
     fresh, done = _continue_reply(engine, messages, options.updated({"max_tokens": 22}), f"fresh-{loop}")
     assert done.finish_reason in ("stop", "length") and fresh  # rebuilt from the text after a restart
+
+
+@pytest.mark.parametrize("chunk", [0, 600, 1000])
+def test_prefill_returns_the_models_own_hidden_states_for_its_tail(demo, chunk):
+    """Chunks of any size, one longer than the tail or not: the tail is what mlx-vlm's model computes."""
+    import mlx.core as mx
+
+    from engines.mlx.stepper import TAIL
+
+    decoder = Decoder(demo.model, None)
+    ids = [i % 500 + 10 for i in range(1300)]
+    state = decoder.new_state()
+    tail = decoder.target.prefill(state.target, ids, chunk)
+    lm = demo.model.language_model
+    full = lm.model(mx.array([ids]), cache=lm.make_cache())
+    assert tail.shape[1] == TAIL and state.target.offset == len(ids)
+    assert mx.allclose(tail, full[:, -TAIL:], atol=1e-4).item()

@@ -19,8 +19,6 @@ from dataclasses import dataclass, field
 
 from .stepper import DrafterCaches, DrafterStepper, TargetCaches, TargetStepper
 
-PRIME_WINDOW = 512  # prompt positions the MTP head reads before drafting
-
 
 @dataclass
 class Sampling:
@@ -109,9 +107,9 @@ class Decoder:
         if self.drafter is not None:
             if state.drafter is None:  # a plain turn left the head behind: start it afresh
                 state.drafter = self.drafter.new_caches()
-            # The head reads (token i+1, hidden i) for the fed positions; the latest few are enough.
+            # The head reads (token i+1, hidden i) for the latest fed positions (the prefill's tail).
             pairs = mx.concatenate([mx.array([new[1:]], dtype=mx.int32), first], axis=1)
-            self.drafter.accept(state.drafter, 0, pairs[:, -PRIME_WINDOW:], hidden[:, -PRIME_WINDOW:], sampling)
+            self.drafter.accept(state.drafter, 0, pairs[:, -hidden.shape[1]:], hidden, sampling)
         return first
 
     def warm_up(self, state: DecodeState, ids: list[int], block: int) -> None:

@@ -18,6 +18,7 @@ from typing import Any
 CAPACITY_STEP = 1024  # attention buffers grow by this many positions
 SHORT_FEED = 16  # feeds up to this long run compiled (a few lengths: phase changes, short turns)
 SEQUENTIAL_FEED = 48  # up to this long the per-position recurrence beats the chunked scan (measured on a CPU)
+TAIL = 512  # prompt positions whose hidden states a prefill returns: the MTP head is primed with them
 
 
 def _mx():
@@ -79,11 +80,13 @@ def _attention_mask(positions, capacity: int):
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
 
 
-def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visible: int | None = None):
+def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visible: int | None = None,
+            keep: int | None = None):
     """One Qwen 3.5 attention block over a buffer; returns (output, keys, values).
 
     ``visible`` (a prompt's chunk, run uncompiled): attend causally over the buffer's first
-    ``visible`` positions only, instead of masking the whole buffer.
+    ``visible`` positions only, instead of masking the whole buffer; ``keep``: only the last
+    ``keep`` positions' outputs are wanted (every position's keys and values are still written).
     """
     mx = _mx()
     B, L, _ = x.shape
@@ -97,6 +100,8 @@ def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visibl
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
     values_buf = mx.slice_update(values_buf, values.astype(values_buf.dtype), at, axes=(2,))
+    if keep is not None:
+        queries, gate, L = queries[:, :, -keep:], gate[:, -keep:], keep
     if visible is None:
         out = mx.fast.scaled_dot_product_attention(queries, keys_buf, values_buf, scale=attn.scale, mask=mask)
     else:
@@ -202,20 +207,25 @@ class TargetStepper:
         caches.layers, caches.capacity = grown, capacity
 
     def _forward(self, tokens, positions, layers, *, with_states: bool, greedy: bool, capacity: int,
-                 visible: int | None = None):
-        """``visible`` set: a prompt chunk (no logits; attention over the filled positions only)."""
+                 visible: int | None = None, keep: int | None = None):
+        """``visible`` set: a prompt chunk (no logits; attention over the filled positions only), whose
+        hidden states are computed for the last ``keep`` positions only."""
         mx = _mx()
         h = self.embed(tokens)
         position_ids = mx.broadcast_to(positions[None], (3, *positions.shape))
         mask = None if visible is not None else _attention_mask(positions, capacity)
         out_layers = []
-        for layer, (a, b) in zip(self.layers, layers):
+        last = len(self.layers) - 1
+        for i, (layer, (a, b)) in enumerate(zip(self.layers, layers)):
             x = layer.input_layernorm(h)
+            tail = keep if i == last else None  # past the last layer's caches only the tail goes on
             if layer.is_linear:
                 r, a, b = _gated_delta(layer.linear_attn, x, a, b, with_states)
             else:
-                r, a, b = _attend(layer.self_attn, x, positions, position_ids, a, b, mask, visible)
+                r, a, b = _attend(layer.self_attn, x, positions, position_ids, a, b, mask, visible, tail)
             out_layers.append((a, b))
+            if tail is not None:
+                h, r = h[:, -tail:], r[:, -tail:]
             h = h + r
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         hidden = self.norm(h)
@@ -264,31 +274,38 @@ class TargetStepper:
         caches.offset += kept
 
     def prefill(self, caches: TargetCaches, ids: list[int], chunk: int, cancelled=lambda: False):
-        """Feed ``ids``; returns the hidden states of every fed position (1, n, D), or None if cancelled."""
+        """Feed ``ids``; returns the hidden states of the last fed positions (1, n, D), n ≤ ``TAIL``
+        (what the MTP head is primed with; the last one gives the first token), or None if cancelled.
+
+        Only the caches and that tail are computed: the last layer's feed-forward over the rest of a
+        long chunk feeds nothing (it was 40% of a tiny model's prefill)."""
         mx = _mx()
         self.reserve(caches, caches.offset + len(ids))
-        hiddens, step = [], chunk or len(ids)
+        tail, step = None, chunk or len(ids)
         for start in range(0, len(ids), step):
             if cancelled():
                 return None
             part = mx.array([ids[start : start + step]], dtype=mx.int32)
-            positions = (mx.arange(part.shape[1], dtype=mx.int32) + caches.offset)[None]
-            sequential = part.shape[1] <= SEQUENTIAL_FEED
-            if part.shape[1] <= SHORT_FEED:
-                hidden, _, layers = self._function(part.shape[1], caches.capacity, True, True)(
+            length = part.shape[1]
+            positions = (mx.arange(length, dtype=mx.int32) + caches.offset)[None]
+            sequential = length <= SEQUENTIAL_FEED
+            if length <= SHORT_FEED:
+                hidden, _, layers = self._function(length, caches.capacity, True, True)(
                     part, positions, caches.layers)
             else:  # prompt lengths vary: compiling each would cost more than it saves
                 hidden, _, layers = self._forward(part, positions, caches.layers, with_states=sequential,
                                                   greedy=True, capacity=caches.capacity,
-                                                  visible=caches.offset + part.shape[1])
+                                                  visible=caches.offset + length, keep=min(TAIL, length))
             caches.layers = [
                 (a[:, -self.conv_width :], b[:, -1] if sequential else b) if layer.is_linear else (a, b)
                 for layer, (a, b) in zip(self.layers, layers)
             ]
-            caches.offset += part.shape[1]
-            hiddens.append(hidden)
-            mx.eval(hidden, caches.layers)
-        return mx.concatenate(hiddens, axis=1) if len(hiddens) > 1 else hiddens[0]
+            caches.offset += length
+            # A whole chunk continues the tail before it; a longer one's own tail replaces it.
+            whole = hidden.shape[1] == length
+            tail = hidden if tail is None or not whole else mx.concatenate([tail, hidden], axis=1)[:, -TAIL:]
+            mx.eval(tail, caches.layers)
+        return tail
 
 
 class DrafterStepper:
