@@ -98,11 +98,15 @@ def wait_until(predicate, timeout=TIMEOUT):
 class RawWebSocket:
     """A bare client, to see exactly which bytes the server sends."""
 
-    def __init__(self, server, path):
-        self.sock = socket.create_connection((server.host, server.port), TIMEOUT)
+    def __init__(self, host: str, port: int, path: str, receive_buffer: int | None = None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:  # set before connecting, so the window stays that small
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.settimeout(TIMEOUT)
+        self.sock.connect((host, port))
         key = base64.b64encode(os.urandom(16)).decode()
         self.sock.sendall(
-            f"GET {path} HTTP/1.1\r\nHost: {server.host}:{server.port}\r\n"
+            f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\n"
             "Upgrade: websocket\r\nConnection: Upgrade\r\n"
             f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode()
         )
@@ -231,7 +235,7 @@ def test_six_websockets_and_http_with_four_threads(serve):
 @pytest.mark.parametrize("client_replies", [True, False], ids=["reply", "no-reply"])
 def test_server_close_is_prompt_and_last(serve, path, messages, code, client_replies):
     server = serve(ws_close_timeout=0.5)
-    raw = RawWebSocket(server, path)
+    raw = RawWebSocket(server.host, server.port, path)
     try:
         for i in range(messages):
             assert raw.frame() == (0x81, f"msg {i}".encode())  # FIN + text
@@ -260,7 +264,7 @@ def test_ping_interval_drops_silent_client(serve, monkeypatch):
     # simple-websocket's ping_interval polls the socket proxy with a selector.
     monkeypatch.setitem(app.config, "SOCK_SERVER_OPTIONS", {"ping_interval": 0.2})
     server = serve()
-    raw = RawWebSocket(server, "/echo")  # never answers pings
+    raw = RawWebSocket(server.host, server.port, "/echo")  # never answers pings
     try:
         started = time.monotonic()
         assert raw.frame()[0] == 0x89  # FIN + ping

@@ -1,15 +1,13 @@
 """A tab that stops reading never holds up the others: its frames queue on its own, and when it falls too far
 behind it is closed with 1008 (or, reading nothing at all, cut off), its writer thread gone."""
 
-import base64
-import os
-import socket
 import struct
 import threading
 import time
 
 import requests
 
+from tests.test_serving import RawWebSocket
 from tests.wsclient import WsClient
 from webapp.chat import ChatSession
 
@@ -17,62 +15,19 @@ PROMPT = "x" * 32000  # each settings broadcast carries it: about 32 KB a frame
 ROUND_TRIP_S = 2.0  # a settings change seen back by its own tab, or a POST /api/settings, within this
 
 
-class SilentTab:
+class SilentTab(RawWebSocket):
     """A websocket that never reads until told to: a raw socket with a tiny receive buffer."""
 
     def __init__(self, server):
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        self.sock.settimeout(10)
-        self.sock.connect(("127.0.0.1", server.port))
-        key = base64.b64encode(os.urandom(16)).decode()
-        self.sock.sendall(
-            f"GET /ws HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-            f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n".encode())
-        self.buf = b""
-        while b"\r\n\r\n" not in self.buf:
-            self._recv()
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        assert head.startswith(b"HTTP/1.1 101 "), head
-
-    def _recv(self):
-        chunk = self.sock.recv(65536)
-        if not chunk:
-            raise EOFError
-        self.buf += chunk
-
-    def _take(self, n):
-        while len(self.buf) < n:
-            self._recv()
-        data, self.buf = self.buf[:n], self.buf[n:]
-        return data
-
-    def frame(self):
-        """-> (opcode, payload) of the next server frame."""
-        b0, b1 = self._take(2)
-        size = b1 & 0x7F
-        if size == 126:
-            (size,) = struct.unpack("!H", self._take(2))
-        elif size == 127:
-            (size,) = struct.unpack("!Q", self._take(8))
-        return b0 & 0x0F, self._take(size)
+        super().__init__("127.0.0.1", server.port, "/ws", receive_buffer=4096)
 
     def close_code(self, limit=100_000):
         """Read everything the server sent, up to its close frame: that frame's code."""
         for _ in range(limit):
-            opcode, payload = self.frame()
-            if opcode == 0x8:
+            first, payload = self.frame()
+            if first & 0x0F == 0x8:
                 return struct.unpack("!H", payload[:2])[0]
         raise AssertionError("no close frame")
-
-    def reply_close(self, code=1000):
-        mask = os.urandom(4)
-        payload = struct.pack("!H", code)
-        self.sock.sendall(bytes([0x88, 0x80 | len(payload)]) + mask
-                          + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
-
-    def close(self):
-        self.sock.close()
 
 
 def writers():
@@ -110,7 +65,7 @@ def test_a_tab_that_stops_reading_holds_up_no_one_and_is_closed_1008(fake_server
                     tab.until("settings", timeout=5)
             # The silent tab reads at last: what it was sent, then its close.
             assert silent.close_code() == 1008
-            silent.reply_close()
+            silent.send_close()
             wait_until(lambda: sessions(fake_server) == 1)
             wait_until(lambda: writers() == before + 1)  # the silent tab's writer is gone, the reading tab's not
             assert tab.chat("after")[0]["finish_reason"] in ("stop", "length")
