@@ -19,6 +19,18 @@ const FINISH_NOTES = {
   interrupted: "Interrupted: specchat stopped before this reply finished.",
 };
 
+/** A reply's text-link action; `label` names what it acts on for assistive technology. */
+function actionButton(text, { label, title, disabled = false, className = "", onClick } = {}) {
+  const button = element("button", `link-button ${className}`.trim());
+  button.type = "button";
+  button.textContent = text;
+  if (label) button.setAttribute("aria-label", label);
+  if (title) button.title = title;
+  button.disabled = disabled;
+  if (onClick) button.addEventListener("click", onClick);
+  return button;
+}
+
 function element(tag, className) {
   const el = document.createElement(tag);
   el.className = className;
@@ -326,39 +338,25 @@ export class AssistantTurn {
     const nav = this.message && branchNav(this.message, this.siblings, "answer", this.onSelect, this.locked);
     if (nav) buttons.push(nav);
     if (this.answer) {
-      const copy = element("button", "link-button");
-      copy.type = "button";
-      copy.textContent = "Copy";
-      copy.setAttribute("aria-label", "Copy answer");
+      const copy = actionButton("Copy", { label: "Copy answer" });
       copy.addEventListener("click", () => copyText(copy, this.answer, this.answerEl));
       buttons.push(copy);
     }
     if (this.continuable) {
-      const more = element("button", "link-button continue-reply");
-      more.type = "button";
-      more.textContent = "Continue";
-      more.setAttribute("aria-label", "Continue reply");
-      more.title = "Go on with this reply where it stopped, in this same message";
-      more.disabled = this.locked;
-      more.addEventListener("click", () => this.onContinue(this));
-      buttons.push(more);
+      buttons.push(actionButton("Continue", {
+        label: "Continue reply", title: "Go on with this reply where it stopped, in this same message",
+        disabled: this.locked, className: "continue-reply", onClick: () => this.onContinue(this),
+      }));
     }
     if (this.message && this.onRegenerate) {
-      const again = element("button", "link-button");
-      again.type = "button";
-      again.textContent = "Regenerate";
-      again.setAttribute("aria-label", "Regenerate answer");
-      again.title = "Answer this message again, with the current settings; this answer is kept";
-      again.disabled = this.locked;
-      again.addEventListener("click", () => this.onRegenerate(this));
-      buttons.push(again);
+      buttons.push(actionButton("Regenerate", {
+        label: "Regenerate answer",
+        title: "Answer this message again, with the current settings; this answer is kept",
+        disabled: this.locked, onClick: () => this.onRegenerate(this),
+      }));
     }
     if (["failed", "interrupted"].includes(this.el.dataset.state) || this.el.dataset.finish === "error") {
-      const resend = element("button", "link-button");
-      resend.type = "button";
-      resend.textContent = "Edit & resend";
-      resend.addEventListener("click", () => this.onResend(this.prompt));
-      buttons.push(resend);
+      buttons.push(actionButton("Edit & resend", { onClick: () => this.onResend(this.prompt) }));
     }
     this.actionsEl.replaceChildren(...buttons);
     this.actionsEl.hidden = buttons.length === 0;
