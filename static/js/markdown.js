@@ -1,9 +1,10 @@
-// Model answers as sanitized Markdown with highlighted code.
+// Model answers as sanitized Markdown with highlighted code and KaTeX math.
 
 import { Marked } from "marked";
-import DOMPurify from "dompurify";
 import hljs from "highlight.js";
 import { copyText } from "@app/clipboard.js";
+import { mathExtensions } from "@app/math.js";
+import { sanitize } from "@app/sanitize.js";
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
@@ -35,19 +36,7 @@ const marked = new Marked({
       );
     },
   },
-});
-
-// Links leave the app in a new tab and without an opener or referrer.
-DOMPurify.addHook("afterSanitizeAttributes", (node) => {
-  if (node.tagName === "A" && node.hasAttribute("href")) {
-    node.setAttribute("target", "_blank");
-    node.setAttribute("rel", "noopener noreferrer");
-  }
-});
-
-function sanitize(html) {
-  return DOMPurify.sanitize(html, { FORBID_TAGS: ["style", "form"], RETURN_DOM_FRAGMENT: true });
-}
+}, { extensions: mathExtensions });
 
 /**
  * One message's rendered Markdown. While text streams in, only the blocks from the first

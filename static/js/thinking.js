@@ -1,6 +1,7 @@
 // The collapsible thinking block of one assistant turn.
 
 import { formatSeconds, formatTokens } from "@app/format.js";
+import { MathText } from "@app/math.js";
 
 const STICK_PX = 24;
 
@@ -18,11 +19,11 @@ export class ThinkingBlock {
     summary.append(this.label);
     this.body = document.createElement("div");
     this.body.className = "thinking-body";
-    // Thinking is shown as plain text: it is a draft, and Markdown there would only flicker.
-    this.text = document.createTextNode("");
-    this.body.append(this.text);
+    // Thinking is shown as plain text with its formulas: it is a draft, and Markdown there would only flicker.
+    this.text = new MathText(this.body);
     this.el.append(summary, this.body);
 
+    this.source = "";
     this.pending = "";
     this.tokens = null;
     this.startedAt = performance.now();
@@ -36,7 +37,7 @@ export class ThinkingBlock {
 
   append(text) {
     // Models open their thinking with blank lines, which pre-wrap would show as a gap.
-    this.pending += this.text.length || this.pending ? text : text.trimStart();
+    this.pending += this.source || this.pending ? text : text.trimStart();
   }
 
   setTokens(count) {
@@ -73,11 +74,12 @@ export class ThinkingBlock {
   }
 
   flush() {
-    if (this.pending) {
+    if (this.pending || !this.live) {
       const body = this.body;
       const atBottom = body.scrollHeight - body.scrollTop - body.clientHeight <= STICK_PX;
-      this.text.appendData(this.pending);
+      this.source += this.pending;
       this.pending = "";
+      this.text.update(this.source, this.live);
       if (atBottom) body.scrollTop = body.scrollHeight;
     }
     const tokens = this.tokens != null ? formatTokens(this.tokens) : null;
