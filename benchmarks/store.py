@@ -97,7 +97,7 @@ def streaming(model: str, work: Path, rounds: int) -> dict[str, list[float]]:
     """Per round: the engine's own rate, then the websocket's with the store on and off; ratios to the engine."""
     from engines import GenerationOptions
     from engines.mlx import MlxEngine
-    from tests.wsclient import WsClient
+    from benchmarks.harness import WsClient
 
     options = GenerationOptions().updated(SETTINGS)
     engine = MlxEngine(model)

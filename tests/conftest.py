@@ -1,16 +1,10 @@
-import os
-import re
-import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-import requests
 
+from benchmarks.harness import Addresses, ServerProcess
 from engines.fake import FakeEngine
-from tests.processes import end_process
 from engines.registry import EngineSpec, create_engine
 from webapp import create_app
 from webapp.security import allowed_hosts
@@ -25,18 +19,6 @@ def tiny_model(tmp_path_factory) -> Path:
     from demo_model.tiny import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3_5")
-
-
-class Addresses:
-    port: int
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
 
 
 class LiveServer(Addresses):
@@ -65,53 +47,6 @@ def fake_server(tmp_path):
     server = LiveServer(FakeEngine(delay_s=0.01), tmp_path / "data")
     yield server
     server.stop()
-
-
-class ServerProcess(Addresses):
-    """``python -m webapp`` in a subprocess: the real CLI, signals and all."""
-
-    def __init__(self, args: list[str], data_dir: Path):
-        self.data_dir = data_dir
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webapp", "--port", "0", "--data-dir", str(data_dir), *args],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
-        )
-        self.lines: list[str] = []
-        self.port = None
-        deadline = time.monotonic() + 60
-        while self.port is None:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise RuntimeError("server exited early:\n" + "".join(self.lines))
-            self.lines.append(line)
-            found = re.search(r"open http://127\.0\.0\.1:(\d+)/", line)
-            if found:
-                self.port = int(found.group(1))
-            if time.monotonic() > deadline:
-                raise RuntimeError("server did not start:\n" + "".join(self.lines))
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    def wait_ready(self, timeout: float = 120) -> dict:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            engine = requests.get(self.url + "/api/health", timeout=5).json()["engine"]
-            if engine["state"] == "ready":
-                return engine
-            if engine["state"] == "error":
-                raise RuntimeError(f"engine failed: {engine['message']}")
-            time.sleep(0.1)
-        raise TimeoutError("engine not ready:\n" + "".join(self.lines))
-
-    def stop(self) -> int:
-        end_process(self.proc, 30)
-        self._reader.join(timeout=5)
-        return self.proc.returncode
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ import time
 import pytest
 import requests
 
+from benchmarks.harness import end_process
 from tests.fake_mtplx import free_port
-from tests.processes import end_process
 from tests.wsclient import WsClient, texts
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import requests
 
-from tests.processes import end_process
+from benchmarks.harness import end_process
 
 DAEMON = Path(__file__).resolve().parent / "daemon.py"
 
