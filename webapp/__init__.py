@@ -19,11 +19,12 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
     answers to); without it no Origin/Host check is made, as in unit tests.
     ``ACCESS_TOKEN`` (a string) makes every request carry it (security.py).
+    ``MODELS_DIR`` is the folder the engine picker lists models from (default ``data_dir/models``).
 
     Conversations are stored in ``data_dir/specchat.db`` (in memory without a
     data folder); a database that cannot be used raises ``store.StoreError``.
     """
-    from . import api, pages, security
+    from . import api, models, pages, security
     from .baseline import Baselines
     from .host import EngineHost
     from .receipts import Receipts
@@ -42,9 +43,12 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     app.config.update(config or {})
     security.init_app(app)
     data = Path(data_dir) if data_dir else None
+    if app.config.get("MODELS_DIR") is None:
+        app.config["MODELS_DIR"] = data / "models" if data else None
     EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory,
                Store(data)).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
+    app.register_blueprint(models.bp)
     sock.init_app(app)
     return app

@@ -85,6 +85,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="drafter folder or hub id, or 'none' (default: the model's bundled MTP head when it has one)",
     )
     parser.add_argument("--data-dir", type=Path, default=None, help=f"settings and state (default {default_data_dir()})")
+    parser.add_argument("--models-dir", type=Path, default=None,
+                        help="a folder of model folders the engine picker lists (default: the data folder's models/)")
     parser.add_argument(
         "--engine", choices=["mlx", "mtplx", "openai", "fake"], default="mlx",
         help="mlx: the model in this process; mtplx: a local MTPLX daemon (adopted, or started and stopped with "
@@ -149,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=create_engine,
-                         config={"ACCESS_TOKEN": args.token})
+                         config={"ACCESS_TOKEN": args.token,
+                                 "MODELS_DIR": args.models_dir.expanduser() if args.models_dir else None})
     except StoreError as exc:
         print(f"specchat: {exc}", file=sys.stderr)
         return 2
