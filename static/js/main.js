@@ -76,6 +76,8 @@ const settings = new SettingsPane({
 const picker = new EnginePicker({
   form: $("#engine-form"),
   error: $("#engine-error"),
+  list: $("#model-list"),
+  status: $("#model-status"),
   send: (spec) => connection.send({ type: "switch_engine", spec }),
 });
 const composer = new Composer({
