@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .linear import linear, lm_head, mlp
+
 CAPACITY_STEP = 1024  # attention buffers grow by this many positions
 SHORT_FEED = 16  # feeds up to this long run compiled (a few lengths: phase changes, short turns)
 SEQUENTIAL_FEED = 48  # up to this long the per-position recurrence beats the chunked scan (measured on a CPU)
@@ -90,12 +92,12 @@ def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visibl
     """
     mx = _mx()
     B, L, _ = x.shape
-    q_out = attn.q_proj(x)
+    q_out = linear(attn.q_proj, x)
     queries, gate = mx.split(q_out.reshape(B, L, attn.num_attention_heads, -1), 2, axis=-1)
     gate = gate.reshape(B, L, -1)
     queries = attn.q_norm(queries).transpose(0, 2, 1, 3)
-    keys = attn.k_norm(attn.k_proj(x).reshape(B, L, attn.num_key_value_heads, -1)).transpose(0, 2, 1, 3)
-    values = attn.v_proj(x).reshape(B, L, attn.num_key_value_heads, -1).transpose(0, 2, 1, 3)
+    keys = attn.k_norm(linear(attn.k_proj, x).reshape(B, L, attn.num_key_value_heads, -1)).transpose(0, 2, 1, 3)
+    values = linear(attn.v_proj, x).reshape(B, L, attn.num_key_value_heads, -1).transpose(0, 2, 1, 3)
     queries, keys = attn.rotary_emb.apply_rotary(queries, keys, position_ids, unsqueeze_dim=1)
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
@@ -108,7 +110,7 @@ def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visibl
         out = mx.fast.scaled_dot_product_attention(queries, keys_buf[:, :, :visible], values_buf[:, :, :visible],
                                                    scale=attn.scale, mask="causal")
     out = out.transpose(0, 2, 1, 3).reshape(B, L, -1)
-    return attn.o_proj(out * mx.sigmoid(gate)), keys_buf, values_buf
+    return linear(attn.o_proj, out * mx.sigmoid(gate)), keys_buf, values_buf
 
 
 def _depthwise_conv(x, weight, length: int):
@@ -132,9 +134,9 @@ def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
 
     mx = _mx()
     B, L, _ = x.shape
-    mixed = la.in_proj_qkv(x)
-    z = la.in_proj_z(x).reshape(B, L, -1, la.head_v_dim)
-    b, a = la._project_gates(x)
+    mixed = linear(la.in_proj_qkv, x)
+    z = linear(la.in_proj_z, x).reshape(B, L, -1, la.head_v_dim)
+    b, a = linear(la.in_proj_b, x), linear(la.in_proj_a, x)
     conv_input = mx.concatenate([conv_state.astype(mixed.dtype), mixed], axis=1)
     conv_out = nn.silu(_depthwise_conv(conv_input, la.conv1d.weight, L))
     q, k, v = [
@@ -152,7 +154,7 @@ def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
         states = mx.concatenate([ssm_state[:, None].astype(states.dtype), states], axis=1)
     else:
         y, states = gated_delta_update(q, k, v, a, b, la.A_log, la.dt_bias, state=ssm_state)
-    out = la.out_proj(la.norm(y, z).reshape(B, L, -1))
+    out = linear(la.out_proj, la.norm(y, z).reshape(B, L, -1))
     return out, conv_input, states
 
 
@@ -177,7 +179,7 @@ class TargetStepper:
         self._compiled: dict[tuple, Any] = {}
 
     def head(self, hidden):
-        return self.lm.speculative_logits_from_hidden(hidden)
+        return lm_head(self.lm, hidden)
 
     def new_caches(self, capacity: int = CAPACITY_STEP) -> TargetCaches:
         mx = _mx()
@@ -227,7 +229,7 @@ class TargetStepper:
             if tail is not None:
                 h, r = h[:, -tail:], r[:, -tail:]
             h = h + r
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = h + mlp(layer.mlp, layer.post_attention_layernorm(h))
         hidden = self.norm(h)
         if visible is not None:
             return hidden, None, out_layers
@@ -347,7 +349,7 @@ class DrafterStepper:
         mx = _mx()
         d = self.drafter
         embed = self.target.embed(tokens) * self.embed_scale
-        h = d.fc(mx.concatenate([d.pre_fc_norm_embedding(embed), d.pre_fc_norm_hidden(hidden)], axis=-1))
+        h = linear(d.fc, mx.concatenate([d.pre_fc_norm_embedding(embed), d.pre_fc_norm_hidden(hidden)], axis=-1))
         slots = (write_at + mx.arange(tokens.shape[1], dtype=mx.int32))[None]
         mask = _attention_mask(slots, capacity)
         out_layers = []
@@ -355,7 +357,7 @@ class DrafterStepper:
             r, a, b = _attend(layer.self_attn, layer.input_layernorm(h), slots, slots, a, b, mask)
             out_layers.append((a, b))
             h = h + r
-            h = h + layer.mlp(layer.post_attention_layernorm(h))
+            h = h + mlp(layer.mlp, layer.post_attention_layernorm(h))
         return d.norm(h), out_layers
 
     def _draft_fn(self, steps: int, capacity: int, sampling):
