@@ -147,6 +147,12 @@ class Engine(ABC):
     def forget(self, conversation_id: str) -> None:
         """The conversation is gone: drop whatever was cached for it."""
 
+    def prompt_size(self, messages: list[Message], options: GenerationOptions,
+                    continued: bool = False) -> tuple[int, int] | None:
+        """(tokens the prompt for ``messages`` takes, tokens the model holds), so a long conversation can drop
+        its oldest turns; None when the engine cannot tell (then every turn is sent)."""
+        return None
+
     @abstractmethod
     def unload(self) -> None: ...
 

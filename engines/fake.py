@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from .base import Engine, EngineInfo, Turn
+from .base import Engine, EngineInfo, Message, Turn
 from .errors import EngineBusy, EngineError, EngineNotReady
 from .events import Answer, Done, Event, Stats, Thinking
 from .options import GenerationOptions
@@ -39,6 +39,7 @@ class FakeEngine(Engine):
         self._busy = threading.Lock()
         self._seen: dict[str, int] = {}
         self.turns: list[Turn] = []
+        self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
@@ -59,8 +60,13 @@ class FakeEngine(Engine):
     def _run(self, turn: Turn) -> Iterator[Event]:
         try:
             opts, meter = turn.options, StatsMeter()
-            meter.prompt_tokens = sum(len(m.content.split()) for m in turn.messages)
+            meter.prompt_tokens = _words(turn.messages)
             meter.cached_tokens = self._seen.get(turn.conversation_id, 0)
+            if self.context_words is not None and meter.prompt_tokens >= self.context_words:
+                yield Done("error", meter.snapshot(), "context_length",
+                           f"The conversation is {meter.prompt_tokens} tokens; this model holds at most "
+                           f"{self.context_words}. Start a new chat, or send a shorter message.")
+                return
             drafts = opts.draft_block_size - 1 if opts.speculative else 0
             rounds: list[tuple[int, int]] | None = [] if drafts else None
             if rounds is not None:
@@ -107,6 +113,12 @@ class FakeEngine(Engine):
         finally:
             self._busy.release()
 
+    def prompt_size(self, messages: list[Message], options: GenerationOptions,
+                    continued: bool = False) -> tuple[int, int] | None:
+        if self.context_words is None:
+            return None
+        return _words(messages), self.context_words
+
     def resume(self) -> None:
         """Let a stream paused at one of ``holds`` go on."""
         self._resume.release()
@@ -121,6 +133,10 @@ class FakeEngine(Engine):
 
     def unload(self) -> None:
         self._set_state("error", "unloaded")
+
+
+def _words(messages: list[Message]) -> int:
+    return sum(len(m.content.split()) for m in messages)
 
 
 def _words_in(script: list[tuple[bool, str]], text: str) -> int:

@@ -9,13 +9,14 @@ from collections import deque
 
 import orjson
 
-from engines import EngineError, Message, Turn
+from engines import EngineError, Turn
 
 from . import protocol
 from .conversation import CONTINUABLE, Conversation, new_message, produced_by
 from .errors import ClientError, error_frame
 from .host import EngineHost
 from .race import start_race, start_sweep
+from .window import Window
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +138,8 @@ class ChatSession:
         conversation = self._free_conversation()
         parent = conversation.parent_for(frame.parent, frame.parent_given)
         said = new_message("user", parent, frame.text)
-        turn = conversation.turn(frame.id, [*conversation.history(parent), Message("user", frame.text)],
-                                 self._host.settings.current)
-        self._reply(turn, [said, new_message("assistant", said["id"])])
+        turn, window = conversation.turn(frame.id, parent, self._host.settings.current, said)
+        self._reply(turn, window, [said, new_message("assistant", said["id"])])
 
     def _on_regenerate(self, frame: protocol.RegenerateFrame) -> None:
         conversation = self._free_conversation()
@@ -154,8 +154,8 @@ class ChatSession:
                 raise ClientError("unknown_message", f"No reply {frame.message!r} in this conversation: regenerate "
                                   "one of its assistant messages.")
         # A sibling of the target: the same user message answered again, with the current settings.
-        turn = conversation.turn(frame.id, conversation.history(target["parent"]), self._host.settings.current)
-        self._reply(turn, [new_message("assistant", target["parent"])])
+        turn, window = conversation.turn(frame.id, target["parent"], self._host.settings.current)
+        self._reply(turn, window, [new_message("assistant", target["parent"])])
 
     def _on_continue(self, frame: protocol.ContinueFrame) -> None:
         conversation = self._free_conversation()
@@ -163,22 +163,21 @@ class ChatSession:
         if reply is None or reply["role"] != "assistant" or reply["finish_reason"] not in CONTINUABLE:
             raise ClientError("cannot_continue", "Only a reply that was stopped, cut at its length or interrupted "
                               "can go on: the current one was not. Send a message or regenerate instead.")
-        turn = conversation.turn(frame.id, conversation.history(reply["id"]), self._host.settings.current,
-                                 continued=True)
+        turn, window = conversation.turn(frame.id, reply["id"], self._host.settings.current, continued=True)
         try:
             events = self._host.engine.stream(turn)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-        conversation.go_on(turn, events, reply)
+        conversation.go_on(turn, window, events, reply)
 
-    def _reply(self, turn: Turn, new: list[dict]) -> None:
+    def _reply(self, turn: Turn, window: Window, new: list[dict]) -> None:
         """Open the engine's stream, then store ``new`` (ending with the reply) and stream into it."""
         new[-1]["settings"] = produced_by(self._host.engine.info(), turn.options)
         try:
             events = self._host.engine.stream(turn)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-        self.conversation.start(turn, events, new)
+        self.conversation.start(turn, window, events, new)
 
     def _free_conversation(self) -> Conversation:
         """The tab's conversation, when nothing streams in it or holds the engine."""

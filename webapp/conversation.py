@@ -22,6 +22,7 @@ from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Message
 from .errors import ClientError
 from .frames import reply_frame
 from .store import Store, new_id, now
+from .window import Window, fit
 
 log = logging.getLogger(__name__)
 
@@ -66,11 +67,14 @@ def produced_by(info: EngineInfo, options: GenerationOptions) -> dict:
             **{key: getattr(options, key) for key in RECORDED_SETTINGS}}
 
 
-def said_by_engine(messages: list[dict]) -> list[Message]:
-    """A stored branch as the engine gets it. A reply that ended in an error is left out: the user saw it
-    fail, so the model must not take it as a complete reply (it would build on a broken answer)."""
-    return [Message(m["role"], m["content"], m["thinking"]) for m in messages
-            if not (m["role"] == "assistant" and m["finish_reason"] == "error")]
+def said_by_engine(messages: list[dict]) -> list[dict]:
+    """The stored messages of a branch the engine gets. A reply that ended in an error is left out: the user
+    saw it fail, so the model must not take it as a complete reply (it would build on a broken answer)."""
+    return [m for m in messages if not (m["role"] == "assistant" and m["finish_reason"] == "error")]
+
+
+def as_message(stored: dict) -> Message:
+    return Message(stored["role"], stored["content"], stored["thinking"])
 
 
 class Autosave:
@@ -116,6 +120,7 @@ class Conversation:
         self._turns = 0
         self.engine_id = f"{self.id}-0"
         self._engine_saw: list[Message] | None = None
+        self.window = Window()  # the part of the conversation the model saw last
 
     # The tree
 
@@ -124,7 +129,7 @@ class Conversation:
 
     def history(self, leaf: str | None) -> list[Message]:
         """The branch ending at ``leaf``, as the engine gets it."""
-        return said_by_engine(self._store.branch(self.id, leaf))
+        return [as_message(m) for m in said_by_engine(self._store.branch(self.id, leaf))]
 
     def parent_for(self, requested: str | None, given: bool) -> str | None:
         """The message a new user message follows: the current leaf unless ``given``; a given None starts a
@@ -161,13 +166,24 @@ class Conversation:
         self.current = leaf
         return leaf
 
-    def turn(self, id: str, messages: list[Message], options: GenerationOptions, continued: bool = False) -> Turn:
-        """A reply to ``messages`` (ending with the user's, or with the unfinished reply to go on with)
-        under the engine conversation its history fits."""
+    def turn(self, id: str, leaf: str | None, options: GenerationOptions, said: dict | None = None,
+             continued: bool = False) -> tuple[Turn, Window]:
+        """A reply to the branch ending at ``leaf`` followed by the user's new message ``said`` (or ending
+        with the unfinished reply to go on with), its oldest turns dropped when the model's context cannot
+        hold them all, under the engine conversation its history fits."""
+        messages, window = self.fitted(leaf, options, said, continued)
         history = messages if continued else messages[:-1]
         if self._engine_saw is not None and history != self._engine_saw:
-            self.new_engine_id()
-        return Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options, continued=continued)
+            self.new_engine_id()  # another branch, a failed reply, or a window moved on: nothing cached fits
+        turn = Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options, continued=continued)
+        return turn, window
+
+    def fitted(self, leaf: str | None, options: GenerationOptions, said: dict | None = None,
+               continued: bool = False) -> tuple[list[Message], Window]:
+        """The branch ending at ``leaf`` (then ``said``) as the engine gets it, cut to what its context holds."""
+        stored = said_by_engine(self._store.branch(self.id, leaf)) + ([said] if said else [])
+        return fit(self._engine(), [as_message(m) for m in stored], [m["id"] for m in stored], options,
+                   continued, self.window)
 
     def new_engine_id(self) -> None:
         """Start afresh in the engine, which forgets the old one's cache."""
@@ -205,19 +221,22 @@ class Conversation:
 
     # Jobs
 
-    def start(self, turn: Turn, events, new: list[dict]) -> None:
+    def start(self, turn: Turn, window: Window, events, new: list[dict]) -> None:
         """Stream a reply to ``turn`` into the last of the ``new`` messages (stored first)."""
         def engine_saw(said: Said) -> None:
             self._engine_saw = [*turn.messages, Message("assistant", said.content, said.thinking)]
 
-        self.begin(turn, new, lambda: self._forward(turn, events, new[-1]), engine_saw)
+        self.window = window
+        self.begin(turn, new, lambda: self._forward(turn, events, new[-1], window.dropped), engine_saw)
 
-    def go_on(self, turn: Turn, events, reply: dict) -> None:
+    def go_on(self, turn: Turn, window: Window, events, reply: dict) -> None:
         """Stream the rest of an unfinished stored ``reply`` into it (``turn`` is continued)."""
         def engine_saw(said: Said) -> None:
             self._engine_saw = [*turn.messages[:-1], Message("assistant", said.content, said.thinking)]
 
-        self.begin(turn, [reply], lambda: self._forward(turn, events, reply), engine_saw, stored=True)
+        self.window = window
+        self.begin(turn, [reply], lambda: self._forward(turn, events, reply, window.dropped), engine_saw,
+                   stored=True)
 
     def begin(self, job: Job, new: list[dict], work: Callable[[], Said],
               after: Callable[[Said], None] | None = None, stored: bool = False) -> None:
@@ -261,11 +280,12 @@ class Conversation:
         except sqlite3.Error:
             log.exception("storing conversation %s failed", self.id)
 
-    def _forward(self, turn: Turn, events, reply: dict) -> Said:
-        """Send the reply's events and store what it says as it goes; recorded whatever way it ends."""
+    def _forward(self, turn: Turn, events, reply: dict, dropped: int) -> Said:
+        """Send the reply's events and store what it says as it goes; recorded whatever way it ends.
+        ``dropped``: the oldest user turns the model did not see (they no longer fit its context)."""
         said = {Thinking: [reply["thinking"]], Answer: [reply["content"]]}  # a continued reply keeps its start
         tag = {"id": turn.id, "message": reply["id"]}
-        self.emit({"type": "start", **tag, "parent": reply["parent"]})
+        self.emit({"type": "start", **tag, "parent": reply["parent"], "dropped_turns": dropped})
         autosave = Autosave(lambda answer, thinking: self._write(self._store.save_reply, reply["id"], answer,
                                                                  thinking), said[Answer], said[Thinking])
         try:
@@ -278,7 +298,8 @@ class Conversation:
             autosave.close()  # before the final write, which no later save may overtake
         # guarded() ends with exactly one Done: the last event.
         last = reply_frame(event, tag)
-        stats = {**event.stats, "error": last["error"]} if "error" in last else event.stats
+        last["stats"] = {**event.stats, "dropped_turns": dropped}
+        stats = {**last["stats"], "error": last["error"]} if "error" in last else last["stats"]
         return Said("".join(said[Answer]), "".join(said[Thinking]), event.finish_reason, stats, last)
 
     def cancel(self, wait: bool = False, timeout: float = 10) -> None:

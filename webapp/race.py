@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engines import EngineError, GenerationOptions, Message
+from engines import EngineError, GenerationOptions
 
 from .conversation import Conversation, Said, new_message, produced_by
 from .errors import ClientError
@@ -107,8 +107,9 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
     if not host.exclusive.acquire(blocking=False):
         raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.")
+    said = new_message("user", parent, text)
     try:
-        messages = [*conversation.history(parent), Message("user", text)]
+        messages, window = conversation.fitted(parent, lanes[0].options, said)
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
         replies += [LaneReply(host.engine, id, lane, run, prompt, messages)
                     for run, prompt, lane in schedule(lanes, runs)]
@@ -121,13 +122,13 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         host.exclusive.release()
         raise
 
-    said = new_message("user", parent, text)
     reply = new_message("assistant", said["id"], settings=produced_by(host.engine.info(), kept.options))
 
     def tagged(frame: dict) -> dict:
         """A lane's frame with the stored reply it writes to, as a chat reply's frames carry it."""
-        extra = {"message": reply["id"], "parent": said["id"]} if frame["type"] == "start" else {"message": reply["id"]}
-        return {**frame, **extra}
+        if frame["type"] == "start":
+            return {**frame, "message": reply["id"], "parent": said["id"], "dropped_turns": window.dropped}
+        return {**frame, "message": reply["id"]}
 
     def work() -> Said:
         try:

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-from ..base import Engine, EngineInfo, Example, Turn, read_examples
+from ..base import Engine, EngineInfo, Example, Message, Turn, read_examples
 from ..errors import EngineBusy, EngineError, EngineNotReady
 from ..events import Done, Event
 from ..options import GenerationOptions
@@ -165,11 +165,28 @@ class MlxEngine(Engine):
                 self._active = None
             emit(done)
 
+    def _context_limit(self) -> int | None:
+        loaded = self._loaded
+        if loaded is None:
+            return None
+        limit = (loaded.config.get("text_config") or loaded.config).get("max_position_embeddings")
+        return limit if isinstance(limit, int) else None
+
+    def prompt_size(self, messages: list[Message], options: GenerationOptions,
+                    continued: bool = False) -> tuple[int, int] | None:
+        """The prompt as a fresh render of ``messages`` would be (a cached next turn falls back to that
+        when its own ids, which keep past reasoning, would not fit)."""
+        prompts, limit = self._prompts, self._context_limit()
+        if prompts is None or limit is None:
+            return None
+        thinking = options.reasoning_budget > 0
+        render = prompts.continuation_ids if continued else prompts.conversation_ids
+        return len(render(options.system_prompt, messages, thinking)), limit
+
     def _check_context(self, prompt_tokens: int) -> None:
         """Refuse, before any work, a prompt the model cannot hold."""
-        text = self._loaded.config.get("text_config") or self._loaded.config
-        limit = text.get("max_position_embeddings")
-        if isinstance(limit, int) and prompt_tokens >= limit:
+        limit = self._context_limit()
+        if limit is not None and prompt_tokens >= limit:
             raise EngineError(
                 f"The conversation is {prompt_tokens} tokens; this model holds at most {limit}. "
                 "Start a new chat, or send a shorter message.", code="context_length")
@@ -195,7 +212,10 @@ class MlxEngine(Engine):
             return entry, self._prompts.continuation_ids(options.system_prompt, messages, thinking)
         if usable and entry.messages == len(messages) - 1:
             ids = self._prompts.next_turn_ids(entry.ids, entry.closed, messages[-1].content, thinking)
-            return entry, ids
+            limit = self._context_limit()
+            if limit is None or len(ids) < limit:
+                return entry, ids
+            # The cached ids keep past reasoning, which a fresh render leaves out: that may still fit.
         entry = ConversationCache(options.system_prompt, PromptCacheState())
         return entry, self._prompts.conversation_ids(options.system_prompt, messages, thinking)
 

@@ -440,7 +440,7 @@ const handlers = {
       refresh();
     }
     conversation.started(turn, frame);
-    turn.started();
+    turn.started(frame);
     if (!history.items.some((item) => item.id === conversationId)) history.refresh();
   },
   thinking(frame) {

@@ -19,6 +19,12 @@ const FINISH_NOTES = {
   interrupted: "Interrupted: specchat stopped before this reply finished.",
 };
 
+/** The note on a reply whose conversation no longer fits the model's context (`dropped_turns` turns left out). */
+function droppedNote(count) {
+  const turns = count === 1 ? "oldest turn" : `${count} oldest turns`;
+  return `The model did not see this conversation's ${turns}: the conversation is longer than its context.`;
+}
+
 /** A reply's text-link action; `label` names what it acts on for assistive technology. */
 function actionButton(text, { label, title, disabled = false, className = "", onClick } = {}) {
   const button = element("button", `link-button ${className}`.trim());
@@ -115,6 +121,7 @@ export class AssistantTurn {
     turn.answerDirty = message.content !== "";
     turn.stats = message.stats;
     turn.statsDirty = true;
+    if (message.stats?.dropped_turns) turn.addNote("context", droppedNote(message.stats.dropped_turns));
     const reason = message.finish_reason;
     if (reason === "error") {
       const error = message.stats?.error ?? {};
@@ -147,13 +154,15 @@ export class AssistantTurn {
     schedule(this);
   }
 
-  started() {
+  /** The reply is under way; its `start` frame (when given) says whether old turns were left out. */
+  started(frame) {
     this.hasStarted = true;
     if (this.continuing) {
       // The continuation is under way: how the reply ended before no longer holds.
       this.continuing = false;
       this.notesEl.replaceChildren();
     }
+    if (frame?.dropped_turns) this.addNote("context", droppedNote(frame.dropped_turns));
     if (this.el.dataset.state === "waiting") this.el.dataset.state = "streaming";
   }
 

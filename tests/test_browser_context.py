@@ -1,0 +1,29 @@
+"""In Chromium on the fake engine with a short context: a reply whose conversation outgrew the context says how
+many of the oldest turns the model did not see, live and after a reload."""
+
+import pytest
+
+from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser_conversations import done_count, open_page, send  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_reply_says_when_the_oldest_turns_were_left_out(open_page, fake_server):  # noqa: F811
+    fake_server.engine.context_words = 60
+    fake_server.host.update_settings({"reasoning_budget": 0, "max_tokens": 64})
+    page = open_page()
+    for count in range(1, 7):
+        send(page, f"question {count}", count)
+    notes = page.locator('.msg.assistant .note[data-kind="context"]')
+    last = page.locator(".msg.assistant").last.locator('.note[data-kind="context"]')
+    assert notes.count() >= 1 and page.locator(".msg.assistant").first.locator(".note").count() == 0
+    text = last.inner_text()
+    assert "oldest turns" in text and "context" in text
+    dropped = fake_server.engine.turns[-1].messages[0].content.split()[-1]  # "question N": N−1 turns left out
+    assert f"{int(dropped) - 1} oldest turns" in text
+
+    page.reload()
+    done_count(page, 6)
+    assert page.locator('.msg.assistant .note[data-kind="context"]').count() == notes.count()
+    assert page.locator(".msg.assistant").last.locator('.note[data-kind="context"]').inner_text() == text
