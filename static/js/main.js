@@ -11,6 +11,7 @@ import { EnginePicker } from "@app/engine-picker.js";
 import { Examples } from "@app/examples.js";
 import { formatBytes, formatCount, formatRate } from "@app/format.js";
 import { History } from "@app/history.js";
+import { QuickBar } from "@app/quick-bar.js";
 import { RaceView } from "@app/race.js";
 import { SettingsPane } from "@app/settings.js";
 import { Connection, socketUrl } from "@app/socket.js";
@@ -72,6 +73,11 @@ const settings = new SettingsPane({
   error: $("#settings-error"),
   status: $("#settings-status"),
   send: (values) => connection.send({ type: "settings", values }),
+});
+const quickBar = new QuickBar({
+  root: $("#quick-bar"),
+  apply: (values) => settings.change(values),
+  resetCache: () => resetCache(),
 });
 const picker = new EnginePicker({
   form: $("#engine-form"),
@@ -319,6 +325,7 @@ function refresh() {
   }
   for (const button of document.querySelectorAll(".race-again")) button.disabled = current !== null || Boolean(blocked);
   settings.setEnabled(connected);
+  quickBar.setEnabled(connected);
   newChatButton.disabled = !connected;
   resetCacheButton.disabled = !connected;
   calibrateButton.disabled = !connected || current !== null || Boolean(blocked) || baselineStatus.textContent.startsWith("Measuring");
@@ -390,6 +397,7 @@ const handlers = {
     deepResetField.hidden = !frame.deep_reset;
     settingsValues = frame.settings ?? {};
     settings.update(frame.settings);
+    quickBar.update(frame.settings);
     examples.setBudget(settingsValues.reasoning_budget);
     refresh();
   },
@@ -405,6 +413,7 @@ const handlers = {
   settings(frame) {
     settingsValues = frame.values ?? {};
     settings.update(frame.values);
+    quickBar.update(frame.values);
     examples.setBudget(settingsValues.reasoning_budget);
   },
   start(frame) {
@@ -482,10 +491,12 @@ const handlers = {
       (entries === 0
         ? "The cache was already empty."
         : `Freed ${formatCount(tokens)} prompt tokens in ${formatCount(entries)} ${entries === 1 ? "entry" : "entries"}${size}.`);
+    quickBar.note(cacheStatus.textContent);
   },
   error(frame) {
     if (frame.code === "invalid_settings") {
       settings.rejected(frame.message);
+      quickBar.update(settingsValues);
       return;
     }
     if (frame.code === "invalid_engine") {
@@ -569,10 +580,12 @@ addEventListener("popstate", () => {
   else if (!conversation.empty) startNewChat();
 });
 
-resetCacheButton.addEventListener("click", () => {
+function resetCache() {
   const deep = !deepResetField.hidden && deepReset.checked;
   if (connection.send({ type: "reset_cache", deep })) cacheStatus.textContent = "Resetting…";
-});
+}
+
+resetCacheButton.addEventListener("click", resetCache);
 
 reconnectButton.addEventListener("click", () => connection.retryNow());
 banner.querySelector(".banner-close").addEventListener("click", () => (banner.hidden = true));

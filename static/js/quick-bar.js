@@ -1,0 +1,111 @@
+// The quick bar by the message box: the drafter, the draft block size, the thinking budget and a cache
+// reset, one click or one key each. It shows the live settings (every tab's changes included) and sends
+// its changes through the settings pane, so they are saved and broadcast like any other edit.
+
+const BUDGETS = [0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
+const BLOCK = { min: 2, max: 16 };
+const NOTE_MS = 6000;
+
+// Alt (Option on a Mac) with a key; Shift goes the other way. Matched on the physical key, so a layout's
+// Alt-characters (Option+D is "∂") do not get in the way.
+const KEYS = {
+  KeyD: { plain: "drafter" },
+  KeyB: { plain: "blockUp", shift: "blockDown" },
+  KeyT: { plain: "budgetUp", shift: "budgetDown" },
+  KeyR: { plain: "resetCache" },
+};
+
+export class QuickBar {
+  /**
+   * @param {{root: HTMLElement, apply: (values: object) => boolean, resetCache: () => void}} parts
+   * `apply` sends a settings change; `resetCache` empties the prompt cache as the pane's button does.
+   */
+  constructor({ root, apply, resetCache }) {
+    this.root = root;
+    this.apply = apply;
+    this.values = null;
+    this.enabled = false;
+    this.noteTimer = 0;
+    const $ = (name) => root.querySelector(`[data-quick="${name}"]`);
+    this.buttons = {
+      drafter: $("drafter"), blockDown: $("blockDown"), blockUp: $("blockUp"),
+      budgetDown: $("budgetDown"), budgetUp: $("budgetUp"), resetCache: $("resetCache"),
+    };
+    this.blockEl = $("block");
+    this.budgetEl = $("budget");
+    this.statusEl = $("status");
+    this.actions = {
+      drafter: () => this.set({ speculative: !this.values.speculative }),
+      blockUp: () => this.set({ draft_block_size: Math.min(BLOCK.max, this.values.draft_block_size + 1) }),
+      blockDown: () => this.set({ draft_block_size: Math.max(BLOCK.min, this.values.draft_block_size - 1) }),
+      budgetUp: () => this.set({ reasoning_budget: BUDGETS.find((b) => b > this.values.reasoning_budget) }),
+      budgetDown: () => this.set({ reasoning_budget: BUDGETS.findLast((b) => b < this.values.reasoning_budget) }),
+      resetCache: () => {
+        this.note("Resetting the prompt cache…");
+        resetCache();
+      },
+    };
+    for (const [name, button] of Object.entries(this.buttons)) {
+      button.addEventListener("click", () => this.run(name));
+    }
+    document.addEventListener("keydown", (event) => {
+      if (!event.altKey || event.ctrlKey || event.metaKey || event.isComposing) return;
+      const key = KEYS[event.code];
+      const name = key && (event.shiftKey ? key.shift : key.plain);
+      if (!name) return;
+      event.preventDefault();
+      this.run(name);
+    });
+  }
+
+  run(name) {
+    if (!this.enabled || !this.values || this.buttons[name].disabled) return;
+    this.actions[name]();
+  }
+
+  /** Send `values` when they change something; shown at once, put right by the server's answer. */
+  set(values) {
+    const changes = Object.entries(values).filter(([key, value]) => value !== undefined && value !== this.values[key]);
+    if (!changes.length) return;
+    if (this.apply(Object.fromEntries(changes))) this.show({ ...this.values, ...Object.fromEntries(changes) });
+  }
+
+  /** The settings as the server holds them (a `hello` or `settings` frame), or as refused changes left them. */
+  update(values) {
+    if (values) this.show(values);
+  }
+
+  setEnabled(enabled) {
+    this.enabled = enabled;
+    this.render();
+  }
+
+  /** A short message for a few seconds, e.g. what a cache reset freed. */
+  note(text) {
+    clearTimeout(this.noteTimer);
+    this.statusEl.textContent = text;
+    this.noteTimer = setTimeout(() => (this.statusEl.textContent = ""), NOTE_MS);
+  }
+
+  show(values) {
+    this.values = { ...values };
+    this.render();
+  }
+
+  render() {
+    const v = this.values;
+    const ready = this.enabled && v !== null;
+    for (const button of Object.values(this.buttons)) button.disabled = !ready;
+    if (!v) return;
+    const on = Boolean(v.speculative);
+    this.buttons.drafter.setAttribute("aria-pressed", String(on));
+    this.buttons.drafter.querySelector(".quick-state").textContent = on ? "on" : "off";
+    this.blockEl.textContent = String(v.draft_block_size);
+    this.blockEl.closest(".quick-group").dataset.inactive = String(!on);
+    this.budgetEl.textContent = v.reasoning_budget ? String(v.reasoning_budget) : "off";
+    this.buttons.blockDown.disabled ||= v.draft_block_size <= BLOCK.min;
+    this.buttons.blockUp.disabled ||= v.draft_block_size >= BLOCK.max;
+    this.buttons.budgetDown.disabled ||= v.reasoning_budget <= BUDGETS[0];
+    this.buttons.budgetUp.disabled ||= v.reasoning_budget >= BUDGETS.at(-1);
+  }
+}

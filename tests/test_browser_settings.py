@@ -1,0 +1,173 @@
+"""The quick bar and the settings pane in headless Chromium against the server on the fake engine: one click
+or key per change, saved and broadcast like a pane edit and showing other tabs' changes live; the pane shows
+each field's range (the system prompt a counter), puts errors next to their field in its own words, and
+never overwrites what is being typed or was not accepted."""
+
+import pytest
+import requests
+
+from engines.options import GenerationOptions
+from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser_conversations import open_page  # noqa: F401
+from webapp.errors import ClientError
+
+pytestmark = pytest.mark.browser
+
+
+def server_settings(server) -> dict:
+    return requests.get(f"{server.url}/api/settings", timeout=5).json()["values"]
+
+
+def other_tab(server, **values) -> None:
+    """A change made elsewhere: the server broadcasts it to every tab."""
+    assert requests.post(f"{server.url}/api/settings", json=values, timeout=5).status_code == 200
+
+
+def wait_quick(page, name: str, text: str) -> None:
+    page.wait_for_function(
+        f"() => document.querySelector('#quick-bar [data-quick={name}]').textContent === {text!r}")
+
+
+def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_server):  # noqa: F811
+    page = open_page()
+    start = server_settings(fake_server)
+    assert start["speculative"] is True and start["draft_block_size"] == 4 and start["reasoning_budget"] == 512
+    wait_quick(page, "block", "4")
+    bar = page.locator("#quick-bar")
+    # Every control says what it acts on and which key does it.
+    for name, key in [("drafter", "Alt+D"), ("blockUp", "Alt+B"), ("blockDown", "Alt+Shift+B"),
+                      ("budgetUp", "Alt+T"), ("budgetDown", "Alt+Shift+T"), ("resetCache", "Alt+R")]:
+        button = bar.locator(f"[data-quick={name}]")
+        assert key in button.get_attribute("title") and button.get_attribute("aria-keyshortcuts") == key
+
+    drafter = bar.locator("[data-quick=drafter]")
+    drafter.click()
+    page.wait_for_function("() => document.querySelector('#quick-bar [data-quick=drafter]')"
+                           ".getAttribute('aria-pressed') === 'false'")
+    page.wait_for_function("() => !document.querySelector('#settings [name=speculative]').checked")
+    assert server_settings(fake_server)["speculative"] is False
+
+    page.focus("#prompt")  # the keys work while typing a message
+    page.keyboard.press("Alt+D")
+    page.keyboard.press("Alt+B")
+    wait_quick(page, "block", "5")
+    page.keyboard.press("Alt+Shift+T")
+    wait_quick(page, "budget", "256")
+    page.wait_for_function("() => document.querySelector('#settings [name=reasoning_budget]').value === '256'")
+    values = server_settings(fake_server)
+    assert (values["speculative"], values["draft_block_size"], values["reasoning_budget"]) == (True, 5, 256)
+    assert page.input_value("#prompt") == ""  # the keys typed nothing
+
+    bar.locator("[data-quick=blockDown]").click()
+    bar.locator("[data-quick=budgetUp]").click()
+    wait_quick(page, "block", "4")
+    wait_quick(page, "budget", "512")
+    for _ in range(4):
+        page.keyboard.press("Alt+Shift+T")
+    wait_quick(page, "budget", "off")
+    assert server_settings(fake_server)["reasoning_budget"] == 0
+    assert bar.locator("[data-quick=budgetDown]").is_disabled()
+
+    page.fill("#prompt", "hello")
+    page.press("#prompt", "Enter")
+    page.wait_for_selector('.msg.assistant[data-state="done"]')
+    page.keyboard.press("Alt+R")
+    page.wait_for_function("() => /Freed \\d+ prompt tokens/.test("
+                           "document.querySelector('#quick-bar [data-quick=status]').textContent)")
+    assert fake_server.engine._seen == {}
+
+
+def test_the_quick_bar_and_the_pane_show_other_tabs_changes_live(open_page, fake_server):  # noqa: F811
+    page = open_page()
+    second = open_page()
+    wait_quick(page, "block", "4")
+    second.locator("#quick-bar [data-quick=blockUp]").click()
+    wait_quick(page, "block", "5")
+    page.wait_for_function("() => document.querySelector('#settings [name=draft_block_size]').value === '5'")
+    other_tab(fake_server, speculative=False, reasoning_budget=1000)
+    wait_quick(page, "budget", "1000")
+    wait_quick(second, "budget", "1000")
+    assert page.locator("#quick-bar [data-quick=drafter]").get_attribute("aria-pressed") == "false"
+    # From an odd budget the steps go to the next one each way.
+    page.locator("#quick-bar [data-quick=budgetUp]").click()
+    wait_quick(second, "budget", "1024")
+
+
+def test_a_broadcast_never_overwrites_what_is_being_typed(open_page, fake_server):  # noqa: F811
+    page = open_page()
+    page.wait_for_selector("#settings [name=system_prompt]")
+    prompt = page.locator("#settings [name=system_prompt]")
+    prompt.fill("")
+    prompt.type("Answer in verse")  # sent 0.6 s after the last keystroke
+    other_tab(fake_server, system_prompt="Something else", draft_block_size=7)
+    wait_quick(page, "block", "7")
+    assert prompt.input_value() == "Answer in verse"
+    page.wait_for_function("() => document.querySelector('#settings-status').textContent.startsWith('Saved')")
+    assert server_settings(fake_server)["system_prompt"] == "Answer in verse"
+
+    # A value the pane refuses stays as typed, with its error beside it, through another tab's change.
+    block = page.locator("#settings [name=draft_block_size]")
+    block.fill("99")
+    block.press("Tab")
+    error = page.locator("#setting-draft_block_size-error")
+    assert error.inner_text() == "Draft block size must be from 2 to 16 tokens."
+    assert block.get_attribute("aria-invalid") == "true"
+    assert server_settings(fake_server)["draft_block_size"] == 7
+    other_tab(fake_server, draft_block_size=3)
+    wait_quick(page, "block", "3")
+    assert block.input_value() == "99"
+    # Fixing it sends it and clears the error; later changes show again.
+    block.fill("6")
+    block.press("Tab")
+    page.wait_for_function("() => document.querySelector('#quick-bar [data-quick=block]').textContent === '6'")
+    assert error.is_hidden() and block.get_attribute("aria-invalid") is None
+    other_tab(fake_server, draft_block_size=8)
+    page.wait_for_function("() => document.querySelector('#settings [name=draft_block_size]').value === '8'")
+
+
+def test_each_field_shows_its_range_and_the_system_prompt_a_counter(open_page, fake_server):  # noqa: F811
+    page = open_page()
+    page.wait_for_selector("#settings [name=system_prompt]")
+    schema = GenerationOptions.model_json_schema()["properties"]
+    numeric = [key for key, prop in schema.items() if prop.get("type") in ("integer", "number")]
+    assert numeric
+    for key in numeric:
+        prop = schema[key]
+        field = page.locator(f"#settings [name={key}]")
+        low = prop.get("minimum", prop.get("exclusiveMinimum"))
+        attribute = "min" if "minimum" in prop else "data-above"
+        assert float(field.get_attribute(attribute)) == low, key
+        assert float(field.get_attribute("max")) == prop["maximum"], key
+        shown = page.locator(f"#setting-{key}-range").inner_text()
+        assert f"{prop['maximum']:,}".removesuffix(".0") in shown and f"{low:,}".removesuffix(".0") in shown, key
+        assert f"setting-{key}-range" in field.get_attribute("aria-describedby")
+
+    limit = schema["system_prompt"]["maxLength"]
+    counter = page.locator("#setting-system_prompt-counter")
+    prompt = page.locator("#settings [name=system_prompt]")
+    assert counter.inner_text() == f"{len(prompt.input_value()):,} / {limit:,} characters"
+    prompt.fill("x" * (limit + 1))
+    assert counter.inner_text() == f"{limit + 1:,} / {limit:,} characters"
+    page.wait_for_function("() => !document.querySelector('#setting-system_prompt-error').hidden")
+    assert page.locator("#setting-system_prompt-error").inner_text() == (
+        f"System prompt must be at most {limit:,} characters; it has {limit + 1:,}.")
+    assert server_settings(fake_server)["system_prompt"] != "x" * (limit + 1)
+
+
+def test_a_server_refusal_shows_next_to_its_field_in_its_label(open_page, fake_server, monkeypatch):  # noqa: F811
+    page = open_page()
+    page.wait_for_selector("#settings [name=temperature]")
+
+    def tighter(values):  # a server whose limit is tighter than the page knows
+        raise ClientError("invalid_settings", "Settings not changed: temperature: Input should be less than or "
+                          "equal to 1.5.")
+
+    monkeypatch.setattr(fake_server.host.settings, "update", tighter)
+    field = page.locator("#settings [name=temperature]")
+    field.fill("1.8")
+    field.press("Tab")
+    error = page.locator("#setting-temperature-error")
+    error.wait_for()
+    assert error.inner_text() == "Temperature: Input should be less than or equal to 1.5."
+    assert page.locator("#settings-error").is_hidden()
+    assert field.input_value() == "1.8"
