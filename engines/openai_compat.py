@@ -5,11 +5,14 @@ Reasoning arrives as ``delta.reasoning_content``, ``delta.reasoning`` or inline
 numbers come from the server when it sends them (``usage``, llama.cpp-style
 ``timings``) and are measured here otherwise.
 
-The reasoning budget: thinking is switched on or off per request
-(``enable_thinking`` and ``chat_template_kwargs``), the budget is sent as
-``thinking_budget`` for servers that honour it (mlx-vlm), and it is enforced
-here too: a server cannot be told to close its thinking mid-stream, so thinking
-that runs past the budget ends the reply with a notice saying so.
+The reasoning budget is a hard bound. Thinking is switched on or off per
+request (``enable_thinking`` and ``chat_template_kwargs``), and the budget is
+sent as ``thinking_budget`` for servers that close thinking there themselves
+(mlx-vlm). A server that thinks on past the budget is cut there: its stream is
+closed and a second request asks for the answer, with the thinking so far as
+the reply's closed reasoning (an assistant message the server continues where
+it can, ``continue_final_message``). ``max_tokens`` bounds the answer the same
+way. The final stats say which bound applied (``budget_bound``).
 """
 
 from __future__ import annotations
@@ -34,7 +37,11 @@ from .thinking import ThinkSplitter
 log = logging.getLogger(__name__)
 DEFAULT_STALL_S = 60.0  # longer than any keep-alive interval in use (MTPLX 5 s, llama.cpp 30 s)
 MODELS_TIMEOUT_S = 10.0  # GET /models is instant on a healthy server
-BUDGET_SLACK = 16  # a server that closes thinking at the budget may send a few tokens past it
+# mlx-vlm writes two thinking tokens past its budget (the one that crossed it, then a newline) before
+# ``</think>``: it is told this much less, so its thinking ends at the budget.
+SERVER_CLOSE_TOKENS = 2
+CONFLICT_RETRY_S = 0.1  # a cut request's session may still be busy on the server for a moment
+CONFLICT_RETRIES = 30
 
 
 def as_int(value) -> int | None:
@@ -45,8 +52,17 @@ def as_float(value) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
+class Bounded(Exception):
+    """The next token would pass a bound: the stream is cut before it."""
+
+    def __init__(self, kind: str):
+        super().__init__(kind)
+        self.kind = kind  # "budget" (thinking) or "answer" (max_tokens)
+
+
 class ReplyReader:
-    """Turns one reply's chunks into events and stats; raises EngineError when it must end."""
+    """Turns one reply's chunks into events and stats; raises EngineError when it must end, and
+    Bounded when thinking or the answer would pass its bound."""
 
     def __init__(self, options: GenerationOptions, server: str):
         self.options = options
@@ -62,6 +78,11 @@ class ReplyReader:
         self.skipped = 0  # malformed SSE lines
         self.draft_kind: str | None = None  # the server's drafter, when its timings name one (mlx-vlm)
         self.server_counts = False  # the server reports token counts as it goes (MTPLX progress frames)
+        self.told_budget = False  # the server was sent the budget to close thinking at
+        self.cut = False  # thinking was cut at the budget; the answer comes from a second request
+        self.carried_thinking = 0  # thinking tokens of the cut request
+        self._reasoning: list[str] = []
+        self._kept_thinking = 0  # thinking tokens counted up to the last thinking text passed on
 
     def feed(self, chunk: dict) -> list[Event]:
         self.chunks += 1
@@ -74,6 +95,7 @@ class ReplyReader:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self._add(Thinking(reasoning))
+                self.splitter.after_thinking()
             content = delta.get("content")
             if isinstance(content, str) and content:
                 for event in self.splitter.feed(content):
@@ -83,7 +105,6 @@ class ReplyReader:
         self.read_usage(chunk.get("usage"))
         self.read_timings(chunk.get("timings"))
         self.read_extra(chunk)
-        self._check_limits()
         if self.meter.first_token_at is not None and self.meter.live_due():
             self.deltas.flush()
             self.pending.append(Stats(self.snapshot()))
@@ -100,9 +121,21 @@ class ReplyReader:
         self.deltas.flush()
         return self.take()
 
+    @property
+    def reasoning(self) -> str:
+        return "".join(self._reasoning)
+
     def _add(self, event: Thinking | Answer) -> None:
         thinking = isinstance(event, Thinking)
-        self.meter.token(thinking, 0 if self.server_counts else 1)
+        count = 0 if self.server_counts else 1  # else the progress frames have counted it already
+        if thinking and self.meter.thinking_tokens + count > self.options.reasoning_budget:
+            raise Bounded("budget")
+        if not thinking and self.meter.answer_tokens + count > self.options.max_tokens:
+            raise Bounded("answer")
+        self.meter.token(thinking, count)
+        if thinking:
+            self._reasoning.append(event.text)
+            self._kept_thinking = self.meter.thinking_tokens
         if thinking and self.guard.feed(event.text):
             self.deltas.add(event)
             raise EngineError(
@@ -127,14 +160,24 @@ class ReplyReader:
         hint = " Start a new chat or shorten it." if code == "insufficient_memory" else " Send again."
         raise EngineError(f"{self.server} stopped the reply with an error: {detail.rstrip('.')}.{hint}", "server_error")
 
-    def _check_limits(self) -> None:
-        budget = self.options.reasoning_budget
-        if budget and self.meter.answer_tokens == 0 and self.meter.thinking_tokens > budget + BUDGET_SLACK:
-            raise EngineError(
-                f"Thinking went past the reasoning budget ({budget} tokens) and {self.server} cannot be told to "
-                "stop thinking early, so the reply was cut. Raise the reasoning budget in the settings, or set "
-                "it to 0 for replies without thinking.", "thinking_budget",
-            )
+    def cut_thinking(self) -> list[Event]:
+        """Thinking reached the budget: what it held goes out, and the rest of the reply is the answer."""
+        if self.server_counts:  # the counts ran ahead to the text that was cut
+            self.meter.thinking_tokens = self._kept_thinking
+        events = self.finish_text()
+        self.meter.end_thinking()
+        self.cut, self.carried_thinking, self.finish = True, self.meter.thinking_tokens, None
+        self.reported.pop("tok_s", None)  # a server's rate would cover the answer alone: the meter times both
+        self.splitter = ThinkSplitter()
+        self.splitter.after_thinking()
+        return events
+
+    def budget_bound(self) -> str:
+        """How the budget held: ``cut`` here, closed by the ``server`` it was sent to, or ``none`` reached."""
+        if self.cut:
+            return "cut"
+        reached = self.options.reasoning_budget and self.meter.thinking_tokens >= self.options.reasoning_budget
+        return "server" if reached and self.told_budget and self.meter.answer_tokens else "none"
 
     def read_usage(self, usage) -> None:
         if not isinstance(usage, dict):
@@ -142,19 +185,27 @@ class ReplyReader:
         prompt, completion = as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens"))
         cached = as_int((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
         reasoning = as_int((usage.get("completion_tokens_details") or {}).get("reasoning_tokens"))
-        if prompt is not None:
+        if prompt is not None and not self.cut:
             self.reported["prompt_tokens"] = prompt
         if cached is not None:
             self.reported["cached_tokens"] = cached
+        if prompt is not None and self.cut:
+            # The answer request's prompt holds the reasoning too: the first request's count is the reply's.
+            self.reported.setdefault("prompt_tokens", prompt)
         if completion is not None:
-            thinking = reasoning if reasoning is not None else min(self.meter.thinking_tokens, completion)
-            self.reported.update(tokens=completion, thinking_tokens=thinking, answer_tokens=completion - thinking)
+            carried = self.carried_thinking
+            thinking = reasoning if reasoning is not None else min(self.meter.thinking_tokens - carried, completion)
+            # The token that closed thinking is counted by the server but is neither thinking nor answer.
+            closed = 1 if thinking and completion > thinking else 0
+            answer = completion - thinking - closed
+            self.reported.update(tokens=carried + thinking + answer, thinking_tokens=carried + thinking,
+                                 answer_tokens=answer)
 
     def read_timings(self, timings) -> None:
         if not isinstance(timings, dict):
             return
         speed = as_float(timings.get("predicted_per_second"))
-        if speed:
+        if speed and not self.cut:
             self.reported["tok_s"] = round(speed, 1)
         if isinstance(timings.get("draft_kind"), str):
             self.draft_kind = timings["draft_kind"]
@@ -174,6 +225,7 @@ class ReplyReader:
         stats["acceptance"] = round(accepted / drafted, 4) if drafted and accepted is not None else None
         if self.skipped:
             stats["skipped_lines"] = self.skipped
+        stats["budget_bound"] = self.budget_bound()
         return stats
 
 
@@ -202,6 +254,7 @@ class OpenAICompatEngine(Engine):
         self._active: Turn | None = None
         self._drafter: str | None = None
         self._unloaded = False
+        self.tell_budget = True  # send thinking_budget; off once the server refuses it (mlx-vlm with a drafter)
 
     @property
     def server(self) -> str:
@@ -296,15 +349,28 @@ class OpenAICompatEngine(Engine):
             "stream_options": {"include_usage": True},
             "temperature": options.temperature,
             "top_p": options.top_p,
-            # The server counts thinking in max_tokens; the setting counts the answer only.
-            "max_tokens": options.max_tokens + (options.reasoning_budget if thinking else 0),
+            # The server counts thinking (and the token closing it) in max_tokens; the setting counts the answer.
+            "max_tokens": options.max_tokens + (options.reasoning_budget + 1 if thinking else 0),
             "enable_thinking": thinking,  # mlx-vlm and MTPLX read it here
             "chat_template_kwargs": {"enable_thinking": thinking},  # mlx-lm, vLLM, SGLang read it here
         }
         if self.model:
             body["model"] = self.model
-        if thinking:
-            body["thinking_budget"] = options.reasoning_budget
+        if thinking and self.tell_budget:
+            body["thinking_budget"] = max(0, options.reasoning_budget - SERVER_CLOSE_TOKENS)
+        return body
+
+    def answer_payload(self, turn: Turn, reasoning: str) -> dict:
+        """The request for the answer after thinking was cut: the reasoning so far, closed, ends the
+        conversation as the reply's start; thinking is off, so the server writes the answer."""
+        body = self.payload(turn)
+        body.pop("thinking_budget", None)
+        body.pop("reasoning_effort", None)
+        body["messages"].append({"role": "assistant", "content": f"<think>\n{reasoning.strip()}\n</think>\n\n"})
+        body.update(max_tokens=turn.options.max_tokens, enable_thinking=False,
+                    chat_template_kwargs={"enable_thinking": False},
+                    # vLLM and SGLang continue that message as it is; the others answer after it.
+                    continue_final_message=True, add_generation_prompt=False)
         return body
 
     def headers(self, turn: Turn) -> dict:
@@ -312,6 +378,9 @@ class OpenAICompatEngine(Engine):
 
     def reader(self, turn: Turn) -> ReplyReader:
         return ReplyReader(turn.options, self.server)
+
+    def before_answer(self, turn: Turn) -> None:
+        """Thinking was cut: the server may still be generating the cut request until it notices."""
 
     def before_turn(self, turn: Turn) -> None:
         """Runs on the reply's thread before the request: a server that was down is checked again."""
@@ -323,15 +392,24 @@ class OpenAICompatEngine(Engine):
 
     def _reply(self, turn: Turn) -> Iterator[Event]:
         reader = self.reader(turn)
-        events: EventStream | None = None
         try:
             self.before_turn(turn)
-            events = open_event_stream(self._client, self.base_url + "/chat/completions", self.payload(turn),
-                                       self.headers(turn), self.server, self.stall_s, turn.cancel)
-            for chunk in events.chunks(turn.cancel):
-                reader.skipped = events.skipped
-                yield from reader.feed(chunk)
-            reader.skipped = events.skipped
+            body = self.payload(turn)
+            reader.told_budget = "thinking_budget" in body
+            try:
+                bound = yield from self._read(turn, reader, body)
+            except EngineError as exc:
+                if not (reader.told_budget and reader.meter.tokens == 0 and "thinking_budget" in exc.message):
+                    raise
+                # mlx-vlm refuses a budget when it drafts: thinking is cut here instead, from now on.
+                log.info("%s refuses thinking_budget (%s): cutting thinking at the budget instead",
+                         self.server, exc.message)
+                self.tell_budget = reader.told_budget = False
+                bound = yield from self._read(turn, reader, self.payload(turn))
+            if bound == "budget" and not turn.cancel.is_set():
+                yield from reader.cut_thinking()
+                self.before_answer(turn)
+                bound = yield from self._read(turn, reader, self.answer_payload(turn, reader.reasoning), retry=True)
         except Cancelled:
             self.cancel_remote(turn)
             yield Done("cancelled", reader.snapshot())
@@ -340,9 +418,6 @@ class OpenAICompatEngine(Engine):
             yield from reader.finish_text()
             yield Done("error", reader.snapshot(), exc.code, self.explain(exc))
             return
-        finally:
-            if events is not None:
-                events.close()
         yield from reader.finish_text()
         if reader.draft_kind and reader.draft_kind != self._drafter:
             self._drafter = reader.draft_kind
@@ -351,16 +426,42 @@ class OpenAICompatEngine(Engine):
             self.cancel_remote(turn)
             yield Done("cancelled", reader.snapshot())
             return
-        if reader.finish is None and not events.done:
-            if reader.chunks == 0 and events.skipped:
-                code, message = "not_openai", (f"{self.server} sent no readable chunk ({events.skipped} malformed "
-                                               "lines): it does not look OpenAI-compatible. Check --base-url.")
-            else:
-                code, message = "connection_lost", (f"{self.server} ended the stream before the reply was "
-                                                    "finished. It may have stopped; send again once it is back.")
-            yield Done("error", reader.snapshot(), code, self.explain(EngineError(message, code)))
-            return
-        yield Done("length" if reader.finish == "length" else "stop", reader.snapshot())
+        # A bound passed (thinking again after its cut, or the answer) ends the reply as the server's limit would.
+        yield Done("length" if bound or reader.finish == "length" else "stop", reader.snapshot())
+
+    def _read(self, turn: Turn, reader: ReplyReader, body: dict, retry: bool = False):
+        """Stream one request into ``reader``; returns the bound that cut it ("budget", "answer") or None.
+
+        ``retry``: a 409 (the cut request's session still busy) is tried again for a few seconds.
+        """
+        for attempt in range(CONFLICT_RETRIES if retry else 1):
+            try:
+                events = open_event_stream(self._client, self.base_url + "/chat/completions", body,
+                                           self.headers(turn), self.server, self.stall_s, turn.cancel)
+                break
+            except EngineError as exc:
+                if exc.code != "conflict" or attempt == CONFLICT_RETRIES - 1 or not retry:
+                    raise
+                if turn.cancel.wait(CONFLICT_RETRY_S):
+                    raise Cancelled() from None
+        chunks, skipped = reader.chunks, reader.skipped
+        try:
+            for chunk in events.chunks(turn.cancel):
+                reader.skipped = skipped + events.skipped
+                try:
+                    yield from reader.feed(chunk)
+                except Bounded as bounded:
+                    return bounded.kind
+        finally:
+            reader.skipped = skipped + events.skipped
+            events.close()
+        if turn.cancel.is_set() or reader.finish is not None or events.done:
+            return None
+        if reader.chunks == chunks and events.skipped:
+            raise EngineError(f"{self.server} sent no readable chunk ({events.skipped} malformed lines): it does "
+                              "not look OpenAI-compatible. Check --base-url.", "not_openai")
+        raise EngineError(f"{self.server} ended the stream before the reply was finished. It may have stopped; "
+                          "send again once it is back.", "connection_lost")
 
     def explain(self, exc: EngineError) -> str:
         """The message the user sees for ``exc``; the MTPLX engine adds what the supervisor will do."""

@@ -1,7 +1,8 @@
 """Real OpenAI-compatible peers on the tiny checkpoint, driven end to end through the CLI and the websocket.
 
 ``python -m mlx_vlm.server`` streams ``delta.reasoning_content`` and honours a
-thinking budget; ``python -m mlx_lm server`` streams ``delta.reasoning``.
+thinking budget, but refuses one when it drafts; ``python -m mlx_lm server``
+streams ``delta.reasoning`` and knows no budget. The budget holds on all three.
 """
 
 import os
@@ -47,16 +48,18 @@ def peers(tiny_model, tmp_path_factory):
     cache = tmp_path_factory.mktemp("mlx-vlm-cache")
     vlm = Peer(["mlx_vlm.server", "--model", str(tiny_model)],
                {"APC_DISK_ENABLED": "0", "MLX_VLM_CACHE_HOME": str(cache)})
+    drafting = Peer(["mlx_vlm.server", "--model", str(tiny_model), "--draft-model", str(tiny_model),
+                     "--draft-kind", "mtp"], {"APC_DISK_ENABLED": "0", "MLX_VLM_CACHE_HOME": str(cache)})
     # mlx_lm's /v1/models scans the hub cache and sends an empty body when that folder is missing.
     hub = tmp_path_factory.mktemp("hf-hub")
     lm = Peer(["mlx_lm", "server", "--model", str(tiny_model)], {"HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(hub)})
     try:
-        vlm.wait_ready()
-        lm.wait_ready()
-        yield {"mlx_vlm": vlm, "mlx_lm": lm}
+        for peer in (vlm, drafting, lm):
+            peer.wait_ready()
+        yield {"mlx_vlm": vlm, "mlx_vlm_drafting": drafting, "mlx_lm": lm}
     finally:
-        vlm.stop()
-        lm.stop()
+        for peer in (vlm, drafting, lm):
+            peer.stop()
 
 
 def chat(server, **settings) -> tuple[dict, list[dict]]:
@@ -77,18 +80,35 @@ def test_mlx_vlm_server_thinking_answer_and_stats(peers, tiny_model, start_serve
     assert texts(frames, "thinking").strip() and texts(frames, "answer").strip()
     assert done["finish_reason"] == "length"
     stats = done["stats"]
-    assert stats["tokens"] == 20 and stats["prompt_tokens"] > 0  # the server's usage: 8 + 12
+    # The server closed thinking at the budget itself; its usage: 8 + 12 (and the </think> token).
+    assert (stats["budget_bound"], stats["thinking_tokens"], stats["answer_tokens"]) == ("server", 8, 12)
+    assert stats["tokens"] == 20 and stats["prompt_tokens"] > 0
     assert stats["tok_s"] > 0 and stats["ttft_ms"] > 0 and stats["thinking_ms"] is not None
-    assert stats["thinking_tokens"] + stats["answer_tokens"] == stats["tokens"]
 
 
 def test_mlx_lm_server_reasoning_field_and_thinking_off(peers, tiny_model, start_server):
     server = start_server("--engine", "openai", "--base-url", peers["mlx_lm"].url)
     assert server.wait_ready(timeout=30)["model"] == str(tiny_model)  # the first served model
+    # The model thinks on past 64 tokens: it is cut there and the answer asked for, which max_tokens bounds.
     done, frames = chat(server, reasoning_budget=64, max_tokens=4, temperature=0.0)
-    assert texts(frames, "thinking").strip() and not texts(frames, "answer")
+    assert texts(frames, "thinking").strip() and texts(frames, "answer").strip()
     assert done["finish_reason"] == "length"
-    assert done["stats"]["tokens"] == 68 and done["stats"]["thinking_tokens"] == 68
+    stats = done["stats"]
+    assert (stats["budget_bound"], stats["thinking_tokens"], stats["answer_tokens"], stats["tokens"]) == (
+        "cut", 64, 4, 68)
     done, frames = chat(server, reasoning_budget=0, max_tokens=6, temperature=0.0)
     assert texts(frames, "answer").strip() and not texts(frames, "thinking")
     assert done["stats"]["tokens"] == 6 and done["stats"]["thinking_tokens"] == 0
+
+
+def test_mlx_vlm_server_that_drafts_refuses_the_budget_so_thinking_is_cut(peers, tiny_model, start_server):
+    server = start_server("--engine", "openai", "--base-url", peers["mlx_vlm_drafting"].url)
+    server.wait_ready(timeout=30)
+    for _ in range(2):  # the refusal is learnt once; the next reply is cut straight away
+        done, frames = chat(server, reasoning_budget=8, max_tokens=12, temperature=0.0)
+        kinds = [f["type"] for f in frames if f["type"] in ("thinking", "answer")]
+        assert max(i for i, k in enumerate(kinds) if k == "thinking") < kinds.index("answer")
+        assert done["finish_reason"] == "length" and "error" not in done
+        stats = done["stats"]
+        assert (stats["budget_bound"], stats["thinking_tokens"], stats["answer_tokens"]) == ("cut", 8, 12)
+        assert stats["drafted"] > 0  # the answer request's drafting, from the server's timings

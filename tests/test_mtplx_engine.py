@@ -92,13 +92,13 @@ def test_reply_with_sessions_drafting_effort_and_stats(started):
     stats = done.stats
     assert (stats["ttft_ms"], stats["tok_s"], stats["cached_tokens"]) == (41.0, 52.3, 0)
     assert (stats["thinking_tokens"], stats["answer_tokens"], stats["tokens"]) == (7, 7, 14)
-    assert (stats["drafted"], stats["accepted"]) == (28, 13)
-    assert stats["acceptance"] == round(13 / 28, 4)
-    assert stats["acceptance_by_depth"] == [round(9 / 14, 4), round(4 / 14, 4)]
-    # 14 verify rounds: 9 kept a first draft, 4 of them a second too.
-    assert (stats["rounds"], stats["mean_accepted"], stats["accepted_hist"]) == (14, round(13 / 14, 3), [5, 5, 4])
+    # 15 tokens generated (</think> too): 15 verify rounds, 10 kept a first draft, 5 of them a second too.
+    assert (stats["drafted"], stats["accepted"]) == (30, 15)
+    assert stats["acceptance"] == 0.5
+    assert stats["acceptance_by_depth"] == [round(10 / 15, 4), round(5 / 15, 4)]
+    assert (stats["rounds"], stats["mean_accepted"], stats["accepted_hist"]) == (15, 1.0, [5, 5, 5])
     second, _ = run(engine, turn(options=OPTIONS, conversation=conversation))
-    assert second.stats["cached_tokens"] == stats["prompt_tokens"] + stats["tokens"]
+    assert second.stats["cached_tokens"] == stats["prompt_tokens"] + stats["tokens"] + 1
 
 
 def test_live_stats_come_from_progress_frames(started):
@@ -396,10 +396,22 @@ def test_switch_live_to_mtplx_deep_reset_then_back_stops_the_daemon(fake_path, s
     assert wait_gone(pid, timeout=20)
 
 
-def test_long_thinking_is_not_cut_by_the_budget(started):
+def test_thinking_is_cut_at_the_budget_and_answered_on_the_same_session(started):
     engine, _ = started
     control(engine.supervisor.base_url, "/fake/next", {"reasoning": [f" step {n}." for n in range(40)]})
-    done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 4})))
-    assert done.finish_reason == "stop" and done.error_code is None
-    assert done.stats["thinking_tokens"] >= 40
+    before = len(daemon_state(engine)["requests"])
+    done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 4, "max_tokens": 64})))
+    assert (done.finish_reason, done.error_code) == ("stop", None)
+    assert "".join(e.text for e in events if isinstance(e, Thinking)) == " step 0. step 1. step 2. step 3."
     assert "".join(e.text for e in events if isinstance(e, Answer)) == "Hello! How can I help?"
+    stats = done.stats
+    assert (stats["budget_bound"], stats["thinking_tokens"], stats["answer_tokens"], stats["tokens"]) == (
+        "cut", 4, 7, 11)
+    # Both requests' drafting: the cut one's 5 tokens (its progress frames), then the answer request's 7.
+    assert (stats["drafted"], stats["rounds"]) == (5 * 2 + 7 * 2, 12)
+    cut, answer = daemon_state(engine)["requests"][before:]
+    assert cut["headers"]["x-mtplx-session-id"] == answer["headers"]["x-mtplx-session-id"] == "c1"
+    assert cut["body"]["enable_thinking"] is True and answer["body"]["enable_thinking"] is False
+    assert answer["body"]["messages"][-1] == {
+        "role": "assistant", "content": "<think>\nstep 0. step 1. step 2. step 3.\n</think>\n\n"}
+    assert "reasoning_effort" not in answer["body"] and answer["body"]["max_tokens"] == 64

@@ -71,7 +71,9 @@ def test_thinking_then_answer_with_server_stats(engine, daemon):
     body = daemon.state()["requests"][-1]["body"]
     assert body["messages"][0] == {"role": "system", "content": OPTIONS.system_prompt}
     assert body["enable_thinking"] is True and body["chat_template_kwargs"] == {"enable_thinking": True}
-    assert body["max_tokens"] == 128 and body["thinking_budget"] == 64 and body["temperature"] == 0.0
+    # The budget less the two tokens mlx-vlm writes past it; max_tokens counts thinking and its close too.
+    assert body["max_tokens"] == 129 and body["thinking_budget"] == 62 and body["temperature"] == 0.0
+    assert stats["budget_bound"] == "none"  # the model ended its thinking before the budget
 
 
 def test_thinking_off_is_sent(engine, daemon):
@@ -163,12 +165,75 @@ def test_stop_closes_the_stream_within_a_chunk(engine, daemon):
     assert_next_turn_works(engine)
 
 
-def test_thinking_past_the_budget_is_cut_with_a_notice(engine, daemon):
+@pytest.mark.parametrize("max_tokens, answer, tokens, finish", [(64, "Hello! How can I help?", 7, "stop"),
+                                                               (4, "Hello! How can", 4, "length")])
+def test_thinking_past_the_budget_is_cut_and_the_answer_asked_for(engine, daemon, max_tokens, answer, tokens, finish):
     daemon.next(reasoning=[" step"] * 60)
+    before = len(daemon.state()["requests"])
+    options = OPTIONS.updated({"reasoning_budget": 20, "max_tokens": max_tokens})
+    done, events = run(engine, turn(options=options))
+    assert text(events, Thinking) == " step" * 20 and text(events, Answer) == answer
+    assert (done.finish_reason, done.error_code) == (finish, None)
+    stats = done.stats
+    assert (stats["budget_bound"], stats["thinking_tokens"], stats["answer_tokens"]) == ("cut", 20, tokens)
+    assert stats["tokens"] == 20 + tokens
+    cut, answer_request = (r["body"] for r in daemon.state()["requests"][before:])
+    assert cut["enable_thinking"] is True and cut["max_tokens"] == max_tokens + 21
+    assert answer_request["messages"][:-1] == cut["messages"]
+    assert answer_request["messages"][-1] == {"role": "assistant",
+                                              "content": "<think>\n" + ("step" + " step" * 19) + "\n</think>\n\n"}
+    assert answer_request["enable_thinking"] is False and answer_request["chat_template_kwargs"] == {
+        "enable_thinking": False}
+    assert answer_request["max_tokens"] == max_tokens and "thinking_budget" not in answer_request
+    assert answer_request["continue_final_message"] is True and answer_request["add_generation_prompt"] is False
+    assert_next_turn_works(engine)
+
+
+def test_a_server_that_closes_thinking_at_the_budget_is_its_bound(engine, daemon):
+    daemon.next(reasoning=[" step"] * 20)
     done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 20})))
-    assert (done.finish_reason, done.error_code) == ("error", "thinking_budget")
-    assert "past the reasoning budget (20 tokens)" in done.error_message
-    assert 20 < done.stats["thinking_tokens"] <= 20 + 17
+    assert done.finish_reason == "stop" and done.stats["budget_bound"] == "server"
+    assert text(events, Answer) == "Hello! How can I help?"
+
+
+@pytest.mark.parametrize("budget", [0, 64])
+def test_max_tokens_bounds_an_answer_the_server_runs_on_with(engine, daemon, budget):
+    daemon.next(reasoning=[" hm"], ignore_max_tokens=True)
+    done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": budget, "max_tokens": 3})))
+    assert text(events, Answer) == "Hello! How"
+    assert done.finish_reason == "length" and done.stats["answer_tokens"] == 3
+    assert_next_turn_works(engine)
+
+
+def test_a_server_that_refuses_the_budget_is_cut_instead(daemon):
+    engine = OpenAICompatEngine(daemon.url + "/v1", stall_s=1.0)
+    engine.load(OPTIONS)
+    try:
+        # mlx-vlm's words when it drafts, sent as an error chunk before any token.
+        daemon.next(error_after=0, message="thinking_budget is not supported with speculative decoding in the server.")
+        daemon.next(reasoning=[" step"] * 30)
+        before = len(daemon.state()["requests"])
+        done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 10})))
+        assert (done.finish_reason, done.stats["budget_bound"]) == ("stop", "cut")
+        assert text(events, Thinking) == " step" * 10 and text(events, Answer) == "Hello! How can I help?"
+        refused, cut, _ = (r["body"] for r in daemon.state()["requests"][before:])
+        assert refused["thinking_budget"] == 8 and "thinking_budget" not in cut
+        run(engine)
+        assert "thinking_budget" not in daemon.state()["requests"][-1]["body"]
+    finally:
+        engine.unload()
+
+
+def test_stop_during_the_answer_request(engine, daemon):
+    daemon.next(reasoning=[" step"] * 30)
+    daemon.next(token_s=0.05, answer=[" word"] * 100)
+
+    def stop_in_answer(t, event):
+        if isinstance(event, Answer):
+            t.cancel.set()
+
+    done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 10})), stop_in_answer)
+    assert done.finish_reason == "cancelled" and done.stats["budget_bound"] == "cut"
     assert_next_turn_works(engine)
 
 

@@ -13,7 +13,7 @@ def run(chunks, thinking=False):
 
 
 def test_prompt_opened_thinking_then_answer():
-    assert run(["I should", " add.", "</think>", "\n\n42"], thinking=True) == ("I should add.", "\n\n42")
+    assert run(["I should", " add.", "</think>", "\n\n42"], thinking=True) == ("I should add.", "42")
 
 
 @pytest.mark.parametrize("cut", range(1, len("abc</think>def")))
@@ -41,3 +41,19 @@ def test_no_empty_events():
     splitter = ThinkSplitter(thinking=True)
     assert splitter.feed("</think>") == []
     assert splitter.feed("") == []
+
+
+@pytest.mark.parametrize("chunks", [["</think>\n\nHi"], ["</think>", "\n", "\n", "Hi"], ["</thi", "nk>\n", "\nHi\n\nthere"]])
+def test_the_line_breaks_after_thinking_are_not_the_answer(chunks):
+    assert run(["hmm", *chunks], thinking=True) == ("hmm", "Hi" + "\n\nthere" * ("there" in chunks[-1]))
+
+
+def test_an_answer_after_a_separate_reasoning_field_starts_at_its_text():
+    splitter = ThinkSplitter()
+    splitter.after_thinking()
+    events = splitter.feed("\n\n") + splitter.feed("\nOK\n\n")
+    assert [e.text for e in events] == ["OK\n\n"]
+
+
+def test_line_breaks_of_an_answer_without_thinking_are_kept():
+    assert run(["\nfirst", "\n\nsecond"]) == ("", "\nfirst\n\nsecond")

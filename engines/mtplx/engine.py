@@ -5,6 +5,10 @@ header that pins each conversation's KV cache, per-request ``generation_mode``
 and ``depth`` from the drafter settings, reasoning effort for model families
 that declare levels, live and final speculative statistics, cache clear and
 SSD archive, and cancel by request id.
+
+The daemon takes no token budget for thinking (an effort level is a hint, and
+Qwen 3.5/3.6 ignore even that), so thinking is cut at the budget here and the
+answer asked for in a second request on the same session.
 """
 
 from __future__ import annotations
@@ -46,6 +50,11 @@ def effort_for(budget: int, levels: tuple[str, ...] | list[str]) -> str | None:
     return LADDER[above[0] if above else declared[-1]] if declared else None
 
 
+def add_lists(a: list[int], b: list[int]) -> list[int]:
+    """Element-wise sum of two per-depth lists of any lengths."""
+    return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(max(len(a), len(b)))]
+
+
 def family_levels(health: dict, model: str | None) -> tuple[str, ...]:
     """The effort levels the served model's family declares, known from its name (the daemon does not list them)."""
     name = " ".join(str(v) for v in (health.get("model_path"), health.get("model"), model) if v).lower()
@@ -53,11 +62,20 @@ def family_levels(health: dict, model: str | None) -> tuple[str, ...]:
 
 
 class MtplxReader(ReplyReader):
-    """Adds the daemon's progress frames (live) and ``mtplx_stats`` (final) to the stats."""
+    """Adds the daemon's progress frames (live) and ``mtplx_stats`` (final) to the stats.
 
-    def _check_limits(self) -> None:
-        """No client-side cut: MTPLX bounds thinking with its effort levels, and cutting a long but
-        healthy reasoning would lose its answer (the repetition guard still stops a looping one)."""
+    The daemon counts per request: after a budget cut, the answer request's counts add to the cut one's.
+    """
+
+    def __init__(self, options: GenerationOptions, server: str):
+        super().__init__(options, server)
+        self._depths: tuple[list, list, int] | None = None  # the last (accepted, drafted, verify calls) by depth
+        self._carried_depths: tuple[list, list, int] = ([], [], 0)
+
+    def cut_thinking(self) -> list:
+        if self._depths is not None:
+            self._carried_depths = self._depths
+        return super().cut_thinking()
 
     def read_extra(self, chunk: dict) -> None:
         progress = chunk.get("mtplx_progress")
@@ -72,11 +90,14 @@ class MtplxReader(ReplyReader):
         if tokens is not None:
             self.server_counts = True
             # Deltas of one verify round arrive merged: the daemon's count is the true one.
-            thinking = tokens if progress.get("decode_phase") == "reasoning" else self.meter.thinking_tokens
-            self.meter.thinking_tokens = min(thinking, tokens)
-            self.meter.answer_tokens = tokens - self.meter.thinking_tokens
+            if self.cut:  # the answer request: it writes no thinking
+                self.meter.answer_tokens = tokens
+            else:
+                thinking = tokens if progress.get("decode_phase") == "reasoning" else self.meter.thinking_tokens
+                self.meter.thinking_tokens = min(thinking, tokens)
+                self.meter.answer_tokens = tokens - self.meter.thinking_tokens
         speed = as_float(progress.get("phase_tok_s")) or as_float(progress.get("decode_tok_s"))
-        if speed:
+        if speed and not self.cut:
             self.reported["tok_s"] = round(speed, 1)
         self._read_depths(progress.get("accepted_by_depth"), progress.get("drafted_by_depth"),
                           progress.get("verify_calls"))
@@ -84,27 +105,37 @@ class MtplxReader(ReplyReader):
     def _read_depths(self, accepted, drafted, verify_calls) -> None:
         if not (isinstance(accepted, list) and isinstance(drafted, list)) or not drafted:
             return
+        accepted = [a if isinstance(a, int) else 0 for a in accepted]
+        drafted = [d if isinstance(d, int) else 0 for d in drafted]
         calls = as_int(verify_calls)
-        if calls is not None and all(isinstance(a, int) for a in accepted):
-            self.reported.update(rounds_from_depths(calls, accepted))
-        self.reported["drafted"] = sum(d for d in drafted if isinstance(d, int))
-        self.reported["accepted"] = sum(a for a in accepted if isinstance(a, int))
-        self.reported["acceptance_by_depth"] = [
-            round(a / d, 4) if isinstance(a, int) and isinstance(d, int) and d else None
-            for a, d in zip(accepted, drafted)
-        ]
+        self._depths = (accepted, drafted, calls or 0)
+        carried_accepted, carried_drafted, carried_calls = self._carried_depths
+        accepted, drafted = add_lists(carried_accepted, accepted), add_lists(carried_drafted, drafted)
+        if calls is not None:
+            self.reported.update(rounds_from_depths(carried_calls + calls, accepted))
+        self.reported["drafted"] = sum(drafted)
+        self.reported["accepted"] = sum(accepted)
+        self.reported["acceptance_by_depth"] = [round(a / d, 4) if d else None for a, d in zip(accepted, drafted)]
 
     def _read_final(self, stats: dict) -> None:
         ttft = as_float(stats.get("ttft_s"))
-        if ttft is not None:
-            self.reported["ttft_ms"] = round(ttft * 1000.0, 1)
         speed = as_float(stats.get("decode_tok_s")) or as_float(stats.get("tok_s"))
-        if speed:
-            self.reported["tok_s"] = round(speed, 1)
-        for key, source in (("prompt_tokens", "prompt_tokens"), ("cached_tokens", "cached_tokens"),
-                            ("drafted", "drafted_tokens"), ("accepted", "accepted_drafts")):
-            if as_int(stats.get(source)) is not None:
-                self.reported[key] = as_int(stats[source])
+        if not self.cut:  # else they time the answer request alone: the meter times the reply
+            if ttft is not None:
+                self.reported["ttft_ms"] = round(ttft * 1000.0, 1)
+            if speed:
+                self.reported["tok_s"] = round(speed, 1)
+        for key in ("prompt_tokens", "cached_tokens"):
+            value = as_int(stats.get(key))
+            # The answer request's prompt holds the reasoning: the cut request's numbers, when known, are the reply's.
+            if value is not None and not (self.cut and key in self.reported):
+                self.reported[key] = value
+        carried_accepted, carried_drafted, _ = self._carried_depths
+        for key, source, carried in (("drafted", "drafted_tokens", sum(carried_drafted)),
+                                     ("accepted", "accepted_drafts", sum(carried_accepted))):
+            value = as_int(stats.get(source))
+            if value is not None:
+                self.reported[key] = carried + value
         if stats.get("generation_mode") == "ar":
             for key in ("drafted", "accepted", "acceptance_by_depth", *ROUND_KEYS):
                 self.reported.pop(key, None)
@@ -135,6 +166,7 @@ class MtplxEngine(OpenAICompatEngine):
                                           start_timeout_s, grace_s)
         self._warmed_system: str | None = None
         self._request_ids: dict[str, str] = {}
+        self.tell_budget = False  # the daemon reads no thinking_budget
 
     @property
     def server(self) -> str:
@@ -195,7 +227,7 @@ class MtplxEngine(OpenAICompatEngine):
     def payload(self, turn: Turn) -> dict:
         options = turn.options
         body = super().payload(turn)
-        for key in ("model", "thinking_budget", "stream_options"):  # ignored by MTPLX: the loaded model answers
+        for key in ("model", "stream_options"):  # ignored by MTPLX: the loaded model answers
             body.pop(key, None)
         speculative = options.speculative and self.supervisor.health.get("load_mtp", True) is not False
         body["generation_mode"] = "mtp" if speculative else "ar"
@@ -215,6 +247,10 @@ class MtplxEngine(OpenAICompatEngine):
 
     def reader(self, turn: Turn) -> ReplyReader:
         return MtplxReader(turn.options, self.server)
+
+    def before_answer(self, turn: Turn) -> None:
+        """The cut request stops at once, so that its session is free for the answer request."""
+        self.cancel_remote(turn)
 
     def cancel_remote(self, turn: Turn) -> None:
         request_id = self._request_ids.pop(turn.id, None)

@@ -70,6 +70,13 @@ export function renderStats(el, stats, live, produced = null) {
     const depths = stats.acceptance_by_depth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
     chips.push(chip("acceptance_by_depth", "Acceptance at draft depth 1, 2, …", "by depth ", depths));
   }
+  // Which bound held thinking at the reasoning budget (daemon engines): the server's own, or specchat's cut.
+  if (stats.budget_bound === "server") {
+    chips.push(chip("budget_bound", "The server closed thinking at the reasoning budget", "budget ", "closed by server"));
+  } else if (stats.budget_bound === "cut") {
+    const title = "The server thought past the reasoning budget: specchat cut its thinking there and asked for the answer";
+    chips.push(chip("budget_bound", title, "budget ", "cut by specchat"));
+  }
   if (stats.prompt_tokens != null) {
     const title = "Prompt tokens, and how many came from the prefix cache";
     const cached = stats.cached_tokens ? [" prompt · ", formatCount(stats.cached_tokens), " cached"] : [" prompt"];

@@ -274,7 +274,7 @@ class Handler(BaseHTTPRequestHandler):
                                                ["</th", "ink>"] * bool(reasoning) + answer)]
         else:
             pieces = [(style, t) for t in reasoning] + [("content", t) for t in answer]
-        limit = body.get("max_tokens") or len(pieces)
+        limit = (None if fault.get("ignore_max_tokens") else body.get("max_tokens")) or len(pieces)
         finish = "length" if len(pieces) > limit else "stop"
         pieces = pieces[:limit]
         token_s = fault.get("token_s", 0.002)
@@ -318,8 +318,8 @@ class Handler(BaseHTTPRequestHandler):
             self._chunk(rid, {field: text})
             time.sleep(token_s)
         else:
-            n = len(pieces)
             n_reasoning = sum(1 for f, _ in pieces if f != "content")
+            n = len(pieces) + (0 < n_reasoning < len(pieces))  # the token that closed thinking counts too
             with d.lock:
                 d.sessions[session] = prompt + n
             accepted, drafted = by_depth(n), [n] * depth
