@@ -210,4 +210,5 @@ def test_mlx_with_thinking_falls_back_to_a_fresh_render_when_the_cached_turns_ou
     dropped = [frames[0]["dropped_turns"] for _, frames in replies]
     rereads = [i for i in range(1, len(replies)) if dropped[i] == dropped[i - 1]
                and replies[i][0]["stats"]["cached_tokens"] < replies[i - 1][0]["stats"]["prompt_tokens"]]
-    assert rereads, [(d, r[0]["stats"]["prompt_tokens"], r[0]["stats"]["cached_tokens"]) for d, r in zip(dropped, replies)]
+    assert rereads, [(d, r[0]["stats"]["prompt_tokens"], r[0]["stats"]["cached_tokens"])
+                     for d, r in zip(dropped, replies)]

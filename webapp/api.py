@@ -1,5 +1,5 @@
-"""REST: health, settings, cache reset, engine switch, race receipts, the drafter-off baseline, and the stored
-conversations (list and search, read, rename, delete, export, import)."""
+"""REST: health, settings, cache reset, engine switch, race and sweep receipts, the drafter-off baseline, and
+the stored conversations (list and search, read, rename, delete, export, import)."""
 
 from __future__ import annotations
 
@@ -71,8 +71,8 @@ def reset_cache():
 def receipt(id: str):
     found = _host().receipts.get(id) if re.fullmatch(CONTEST_ID, id) else None
     if found is None:
-        raise ClientError("unknown_receipt", f"No race with id {id!r} has a receipt: race first, then use the id "
-                          "from its race_done frame.", status=404)
+        raise ClientError("unknown_receipt", f"No race or block sweep with id {id!r} has a receipt: run one "
+                          "first, then use the id from its race_done or sweep_done frame.", status=404)
     kind = request.args.get("format", "json")
     if kind == "json":
         return jsonify({"ok": True, "receipt": found})

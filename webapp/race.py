@@ -63,10 +63,12 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
 
 
 def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
-    options = contest_options(host, frame.greedy)
-    if host.engine.info().drafter is None and max(frame.blocks) > 1:
+    options, info, spec = contest_options(host, frame.greedy), host.engine.info(), host.spec
+    if info.drafter is None and max(frame.blocks) > 1:
         raise ClientError("no_drafter", "This engine has no drafter: only block 1 (drafting off) can run. "
                           "Load one (specchat --drafter) or sweep blocks [1].")
+    parent = conversation.current
+    started_at, context = time.time(), len(conversation.history(parent))
 
     def summarize(results: list[LaneRun], cancel: Relay) -> dict:
         rows = [tally(results, lane, lanes[0]).row() for lane in lanes]
@@ -77,10 +79,14 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
                    "rows": rows, "best": best}
         if error:
             summary["error"] = error
+        summary["receipt"] = host.receipts.record_sweep(
+            summary, prompt=frame.text, options=options, engine=info, spec=spec, blocks=frame.blocks,
+            runs=frame.runs, context_messages=context, at=started_at,
+        )
         return summary
 
     lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize, conversation.current)
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize, parent)
 
 
 def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally) -> dict:
@@ -126,8 +132,9 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
 
     def tagged(frame: dict) -> dict:
         """A lane's frame with the stored reply it writes to, as a chat reply's frames carry it."""
-        if frame["type"] == "start":
-            return {**frame, "message": reply["id"], "parent": said["id"], "dropped_turns": window.dropped}
+        if frame["type"] == "start":  # with what a reloaded tab needs to draw the contest again
+            return {**frame, "message": reply["id"], "parent": said["id"], "runs": runs,
+                    "dropped_turns": window.dropped}
         return {**frame, "message": reply["id"]}
 
     def work() -> Said:

@@ -1,4 +1,5 @@
-"""Receipts: each race's numbers with what they were measured on, as JSON or Markdown, kept across restarts."""
+"""Receipts: each race's and block sweep's numbers with what they were measured on, as JSON or Markdown, kept
+across restarts."""
 
 from __future__ import annotations
 
@@ -22,32 +23,37 @@ KEEP_IN_MEMORY = 64
 
 
 class Receipts:
-    """Kept in memory (the latest few) and as ``receipts/<race id>.json`` in the data dir."""
+    """Kept in memory (the latest few) and as ``receipts/<id>.json`` in the data dir."""
 
     def __init__(self, data_dir: Path | None):
         self._dir = Path(data_dir) / "receipts" if data_dir else None
         self._lock = threading.Lock()
         self._kept: OrderedDict[str, dict] = OrderedDict()
 
-    def record(self, summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo,
-               spec: EngineSpec, runs: int, context_messages: int, at: float) -> str:
+    def record(self, summary: dict, **context) -> str:
         """Store the receipt of a finished race (its ``race_done`` frame); returns its address."""
-        receipt = build(summary, prompt=prompt, options=options, engine=engine, spec=spec, runs=runs,
-                        context_messages=context_messages, at=at)
+        return self.keep(build(summary, **context))
+
+    def record_sweep(self, summary: dict, **context) -> str:
+        """Store the receipt of a finished block sweep (its ``sweep_done`` frame); returns its address."""
+        return self.keep(build_sweep(summary, **context))
+
+    def keep(self, receipt: dict) -> str:
+        id = receipt["id"]
         with self._lock:
-            self._kept[summary["id"]] = receipt
-            self._kept.move_to_end(summary["id"])
+            self._kept[id] = receipt
+            self._kept.move_to_end(id)
             while len(self._kept) > KEEP_IN_MEMORY:
                 self._kept.popitem(last=False)
         if self._dir is not None:
             try:
                 self._dir.mkdir(parents=True, exist_ok=True)
-                tmp = self._dir / f"{summary['id']}.tmp"
+                tmp = self._dir / f"{id}.tmp"
                 tmp.write_bytes(orjson.dumps(receipt, option=orjson.OPT_INDENT_2))
-                os.replace(tmp, self._dir / f"{summary['id']}.json")
-            except OSError as exc:  # the race still happened; only its copy on disk is missing
-                log.warning("could not save the receipt of race %s: %s", summary["id"], exc)
-        return f"/api/receipts/{summary['id']}"
+                os.replace(tmp, self._dir / f"{id}.json")
+            except OSError as exc:  # the measurement still happened; only its copy on disk is missing
+                log.warning("could not save the receipt of %s %s: %s", receipt["kind"], id, exc)
+        return f"/api/receipts/{id}"
 
     def get(self, id: str) -> dict | None:
         with self._lock:
@@ -59,20 +65,32 @@ class Receipts:
         return orjson.loads(path.read_bytes())
 
 
-def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
-          runs: int, context_messages: int, at: float) -> dict:
-    on_stats = summary["on"]["stats"] or {}
+def _measured(kind: str, summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo,
+              context_messages: int, at: float) -> dict:
+    """What every receipt holds: what was measured, on what, with which settings."""
     return {
+        "kind": kind,
         "id": summary["id"],
         "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(at)),
         "finish_reason": summary["finish_reason"],
         "machine": machine(),
         "versions": versions(),
         "engine": engine.name, "model": engine.model, "drafter": engine.drafter,
-        "block_size": options.draft_block_size,
+        "decode_loop": options.decode_loop,
         "sampling": {"temperature": options.temperature, "top_p": options.top_p},
         "reasoning_budget": options.reasoning_budget, "max_tokens": options.max_tokens,
         "prompt": prompt, "context_messages": context_messages,
+    }
+
+
+def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
+          runs: int, context_messages: int, at: float) -> dict:
+    """A race's receipt, from its ``race_done`` frame."""
+    on_stats = summary["on"]["stats"] or {}
+    return {
+        **_measured("race", summary, prompt=prompt, options=options, engine=engine,
+                    context_messages=context_messages, at=at),
+        "block_size": options.draft_block_size,
         "runs": {"asked": runs, "measured": summary["runs"]},
         "off": {"tok_s": summary["off"]["tok_s"], "ttft_ms": summary["off"]["ttft_ms"]},
         "on": {"tok_s": summary["on"]["tok_s"], "ttft_ms": summary["on"]["ttft_ms"]},
@@ -80,11 +98,26 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
         "acceptance": on_stats.get("acceptance"), "acceptance_by_depth": on_stats.get("acceptance_by_depth"),
         "mean_accepted": on_stats.get("mean_accepted"),
         "identical": summary["identical"], "first_divergence": summary["first_divergence"],
-        "command": bench_command(spec, engine, options, prompt, runs),
+        "command": bench_command(spec, engine, options, prompt, runs, [1, options.draft_block_size]),
     }
 
 
-def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptions, prompt: str, runs: int) -> str:
+def build_sweep(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
+                blocks: list[int], runs: int, context_messages: int, at: float) -> dict:
+    """A block sweep's receipt, from its ``sweep_done`` frame: one row per draft block."""
+    return {
+        **_measured("sweep", summary, prompt=prompt, options=options, engine=engine,
+                    context_messages=context_messages, at=at),
+        "blocks": sorted(blocks),
+        "runs": {"asked": runs, "measured": min((row["runs"] for row in summary["rows"]), default=0)},
+        "rows": summary["rows"],
+        "best": summary["best"],
+        "command": bench_command(spec, engine, options, prompt, runs, sorted(blocks)),
+    }
+
+
+def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptions, prompt: str, runs: int,
+                  blocks: list[int]) -> str:
     """The ``specchat bench`` line that measures the same thing from a terminal."""
     words = ["specchat", "bench"]
     if spec.name != "mlx":
@@ -95,13 +128,15 @@ def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptio
         words += ["--model", spec.model or engine.model]
     if spec.drafter:
         words += ["--drafter", spec.drafter]
-    words += ["--prompt", prompt, "--blocks", f"1,{options.draft_block_size}", "--runs", str(runs),
+    words += ["--prompt", prompt, "--blocks", ",".join(map(str, blocks)), "--runs", str(runs),
               "--max-tokens", str(options.max_tokens), "--budget", str(options.reasoning_budget)]
     defaults = GenerationOptions()
     if options.temperature != defaults.temperature or options.top_p != defaults.top_p:
         words += ["--temperature", str(options.temperature), "--top-p", str(options.top_p)]
     if options.system_prompt != defaults.system_prompt:
         words += ["--system-prompt", options.system_prompt]
+    if options.decode_loop != defaults.decode_loop:
+        words += ["--loop", options.decode_loop]
     return shlex.join(words)
 
 
@@ -115,6 +150,8 @@ def _value(value, pattern: str = "{}") -> str:
 
 def markdown(receipt: dict) -> str:
     """A readable receipt: what was measured, then on what."""
+    if receipt.get("kind") == "sweep":
+        return sweep_markdown(receipt)
     off, on, machine_info, v = receipt["off"], receipt["on"], receipt["machine"], receipt["versions"]
     depth, divergence = receipt["acceptance_by_depth"], receipt["first_divergence"]
     identical = {True: "yes", False: "no", None: "–"}[receipt["identical"]]
@@ -146,6 +183,51 @@ def markdown(receipt: dict) -> str:
         f"| reasoning budget · max tokens | {receipt['reasoning_budget']} · {receipt['max_tokens']} |",
         f"| finished | {receipt['finish_reason']} |",
         "",
+        *_provenance(receipt),
+    ]
+    return "\n".join(lines)
+
+
+def sweep_markdown(receipt: dict) -> str:
+    """A sweep's receipt: a row per draft block (block 1 is the drafter off, the baseline), then on what."""
+    identical = {True: "yes", False: "no", None: "–"}
+    earlier = f" (after {receipt['context_messages']} earlier messages)" if receipt["context_messages"] else ""
+    best = receipt["best"]
+    lines = [
+        f"# specchat block sweep {receipt['id']}",
+        "",
+        f"{receipt['engine']} · {receipt['model']} · drafter {receipt['drafter'] or 'none'} · {receipt['at']}",
+        "",
+        f"Prompt{earlier}: {receipt['prompt']!r}",
+        "",
+        "| block | decode tok/s, median (min–max) | speed-up vs block 1 (min–max) | acceptance | mean accepted "
+        "per round | identical to block 1 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in receipt["rows"]:
+        speedup = row["speedup_range"] and {"median": row["speedup"], **row["speedup_range"]}
+        block = f"**{row['block']}** (best)" if row["block"] == best else str(row["block"])
+        if row["block"] == 1:
+            block += " drafter off"
+        lines.append(f"| {block} | {_spread(row['tok_s'])} | {_spread(speedup, '×')} | "
+                     f"{_value(row['acceptance'], '{:.1%}')} | {_value(row['mean_accepted'])} | "
+                     f"{identical[row['identical']]} |")
+    lines += [
+        "",
+        f"Runs per block (measured / asked): {receipt['runs']['measured']} / {receipt['runs']['asked']}. "
+        f"Sampling: temperature {receipt['sampling']['temperature']}, top-p {receipt['sampling']['top_p']}. "
+        f"Reasoning budget {receipt['reasoning_budget']}, max tokens {receipt['max_tokens']}. "
+        f"Finished: {receipt['finish_reason']}.",
+        "",
+        *_provenance(receipt),
+    ]
+    return "\n".join(lines)
+
+
+def _provenance(receipt: dict) -> list[str]:
+    """The machine, the versions and the command that measures it again."""
+    machine_info, v = receipt["machine"], receipt["versions"]
+    return [
         f"Machine: {machine_info['cpu']}, {machine_info['cores']} cores, {machine_info['os']}; "
         f"accelerator {machine_info['accelerator'] or 'none'}; BLAS: {machine_info['blas']}.",
         f"Versions: specchat {v['specchat']}, mlx {v['mlx']}, mlx-vlm {v['mlx-vlm']}.",
@@ -157,4 +239,3 @@ def markdown(receipt: dict) -> str:
         "```",
         "",
     ]
-    return "\n".join(lines)

@@ -74,6 +74,17 @@ export class Conversation {
     return view;
   }
 
+  /** A race or sweep drawn again in place of `message`, the stored reply it writes to (a reloaded page). */
+  adoptItem(view, message) {
+    const stored = message ? this.byMessage.get(message) : undefined;
+    if (!stored) return this.addItem(view);
+    stored.el.replaceWith(view.el);
+    this.forget(stored.el);
+    this.items.set(view.id, view);
+    this.follow();
+    return view;
+  }
+
   item(id) {
     return this.items.get(id);
   }

@@ -246,15 +246,34 @@ function startRace(text, runs) {
   const id = newId();
   if (!connection.send({ type: "race", id, text, runs })) return false;
   conversation.addUser(id, text);
-  current = conversation.addItem(new RaceView(id, text, runs, {
+  current = conversation.addItem(raceView(id, text, runs));
+  refresh();
+  return true;
+}
+
+function raceView(id, text, runs) {
+  return new RaceView(id, text, runs, {
     context: () => ({ engine: engineInfo, settings: settingsValues }),
     onFinished: (raceDone) => {
       baseline.fromRace(raceDone);
       baselineStatus.textContent = baseline.describe();
     },
-  }));
+  });
+}
+
+/**
+ * The first frame of a race or sweep that a reloaded page is sent again: its view takes the place of the
+ * stored reply it writes to, gets every frame from the lanes' start, then the rest live.
+ */
+function adoptContest(frame) {
+  const prompt = tree.get(frame.parent)?.content ?? "";
+  const view = frame.lane != null
+    ? raceView(frame.id, prompt, frame.runs ?? 1)
+    : new SweepView(frame.id, prompt, { onApply: applyBlock });
+  conversation.adoptItem(view, frame.message);
+  current = view;
   refresh();
-  return true;
+  view.frame(frame);
 }
 
 /** Run `text` at every block size of the sweep; false when it could not start. */
@@ -433,8 +452,11 @@ const handlers = {
       item.frame(frame);
       return;
     }
-    // A race or sweep started by another page (before a reload): the store has it once it ends.
-    if (frame.lane != null || frame.block != null) return;
+    // A race or sweep this page did not start (it was reloaded meanwhile) is drawn again from its frames.
+    if (frame.lane != null || frame.block != null) {
+      adoptContest(frame);
+      return;
+    }
     let turn = conversation.turnFor(frame);
     if (turn && !turn.active) {
       // A resumed conversation replays its latest reply: rebuild it, and follow it if still running.

@@ -1,4 +1,5 @@
-// A race's receipt: the server's record (JSON or Markdown) and a PNG card drawn here on a canvas.
+// A race's or block sweep's receipt: the server's record (JSON or Markdown), and for a race a PNG card drawn
+// here on a canvas.
 
 import { formatFactor, formatMean, formatPercent, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
 
@@ -6,9 +7,29 @@ const WIDTH = 1200;
 const HEIGHT = 675;
 const SCALE = 2; // pixels per CSS pixel, so the card stays sharp when shown large
 
-/** The receipt's address; `base` is the one `race_done` names, when it does. */
+/** The receipt's address; `base` is the one `race_done` (or `sweep_done`) names, when it does. */
 export function receiptUrl(raceId, format, base) {
   return `${base ?? `/api/receipts/${encodeURIComponent(raceId)}`}?format=${format}`;
+}
+
+/** Save the server's Markdown receipt of race or sweep `id` as `filename`; an Error says why it could not. */
+export async function saveMarkdownReceipt(id, base, filename) {
+  let response;
+  try {
+    response = await fetch(receiptUrl(id, "markdown", base), { headers: { Accept: "text/markdown" } });
+  } catch {
+    throw new Error("The server could not be reached for the receipt.");
+  }
+  if (!response.ok) {
+    let reason = `HTTP ${response.status}`;
+    try {
+      reason = (await response.json()).error?.message ?? reason;
+    } catch {
+      // Not JSON: the status says enough.
+    }
+    throw new Error(`The server gave no receipt: ${reason}`);
+  }
+  downloadBlob(new Blob([await response.text()], { type: "text/markdown" }), filename);
 }
 
 /** The server's receipt for `raceId`, or an Error whose message can be shown as is. */

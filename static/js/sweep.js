@@ -2,6 +2,7 @@
 // chart as each block finishes, with an offer to use the fastest.
 
 import { formatRate } from "@app/format.js";
+import { receiptUrl, saveMarkdownReceipt } from "@app/receipt.js";
 import { schedule } from "@app/render.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
 import { renderSweepChart, rowRate } from "@app/sweep-chart.js";
@@ -29,6 +30,7 @@ export class SweepView {
     this.blocks = SWEEP_BLOCKS;
     this.rows = new Map(); // block -> row, as blocks finish
     this.best = null;
+    this.result = null; // the `sweep_done` frame
     this.el = element("article", "msg sweep");
     this.el.dataset.id = id;
     this.el.dataset.state = "waiting";
@@ -115,6 +117,7 @@ export class SweepView {
     const reason = frame.finish_reason ?? "stop";
     this.el.dataset.state = "done";
     this.el.dataset.finish = reason;
+    this.result = frame;
     if (Array.isArray(frame.rows)) {
       this.rows = new Map(frame.rows.map((row) => [row.block, row]));
     }
@@ -151,24 +154,62 @@ export class SweepView {
     schedule(this);
   }
 
+  /** "Use block N" for the fastest block, and the receipt (saved as Markdown, opened, or as JSON). */
   renderActions() {
-    if (this.best == null) return;
-    const use = element("button", "button small primary",
-      this.best === 1 ? "Turn the drafter off" : `Use block ${this.best}`);
-    use.type = "button";
-    use.setAttribute("aria-label", this.best === 1 ? "Turn the drafter off" : `Use draft block size ${this.best}`);
+    const buttons = [];
     const status = element("span", "race-receipt-status");
     status.setAttribute("role", "status");
-    use.addEventListener("click", () => {
-      if (this.onApply(this.best)) {
-        use.disabled = true;
-        status.textContent = "Applies from the next message.";
-      } else {
-        status.textContent = "Not connected; nothing was changed.";
+    if (this.best != null) {
+      const use = element("button", "button small primary",
+        this.best === 1 ? "Turn the drafter off" : `Use block ${this.best}`);
+      use.type = "button";
+      use.setAttribute("aria-label", this.best === 1 ? "Turn the drafter off" : `Use draft block size ${this.best}`);
+      use.addEventListener("click", () => {
+        if (this.onApply(this.best)) {
+          use.disabled = true;
+          status.textContent = "Applies from the next message.";
+        } else {
+          status.textContent = "Not connected; nothing was changed.";
+        }
+      });
+      buttons.push(use);
+    }
+    if (this.result?.receipt) buttons.push(...this.receiptActions(status));
+    if (!buttons.length) return;
+    this.actionsEl.replaceChildren(...buttons, status);
+    this.actionsEl.hidden = false;
+  }
+
+  receiptActions(status) {
+    const base = this.result.receipt;
+    const save = element("button", "button small", "Receipt");
+    save.type = "button";
+    save.setAttribute("aria-label", "Save sweep receipt");
+    save.title = "Save the sweep's receipt: every block's numbers, the machine, and the command that measures it again";
+    save.addEventListener("click", async () => {
+      save.disabled = true;
+      status.dataset.kind = "";
+      try {
+        await saveMarkdownReceipt(this.id, base, `specchat-sweep-${this.id}.md`);
+        status.textContent = "Saved the receipt.";
+        status.dataset.kind = "ok";
+      } catch (error) {
+        status.textContent = `Error: ${error.message}`;
+        status.dataset.kind = "error";
+      } finally {
+        save.disabled = false;
       }
     });
-    this.actionsEl.replaceChildren(use, status);
-    this.actionsEl.hidden = false;
+    const markdown = element("a", "link-button", "Markdown");
+    markdown.href = receiptUrl(this.id, "markdown", base);
+    markdown.target = "_blank";
+    markdown.rel = "noopener";
+    markdown.setAttribute("aria-label", "Open sweep receipt as Markdown");
+    const json = element("a", "link-button", "JSON");
+    json.href = receiptUrl(this.id, "json", base);
+    json.download = `specchat-sweep-${this.id}.json`;
+    json.setAttribute("aria-label", "Download sweep receipt as JSON");
+    return [save, markdown, json];
   }
 
   flush() {

@@ -1,0 +1,98 @@
+"""In Chromium on the fake engine: a reloaded page draws a race again from its replayed frames (during and after
+it), and a block sweep's receipt is one click away."""
+
+import pytest
+import requests
+
+from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser_race import race, tab, wait_race_done  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+
+def lane_text(view, lane: str, part: str) -> str:
+    return view.locator(f".race-lane[data-lane={lane}] .lane-{part}").inner_text()
+
+
+def reload(tab) -> None:  # noqa: F811
+    tab.frames.clear()
+    tab.page.reload()
+    tab.page.wait_for_selector("#engine[data-state=ready]")
+
+
+def test_a_page_reloaded_mid_race_draws_both_lanes_again_and_follows_the_race(tab):  # noqa: F811
+    engine = tab.server.engine
+    engine.delay_s = 0.02
+    engine.holds = [6]  # the first lane pauses six tokens in (the warm-up is cancelled at its first)
+    tab.open()
+    race(tab, "Convert 5 km to meters", 2)
+    page = tab.page
+    page.wait_for_function("() => document.querySelector('.race-lane[data-lane=off] .lane-thinking')"
+                           "?.textContent.split(' ').filter(Boolean).length >= 6")
+    before = lane_text(page.locator(".msg.race"), "off", "thinking")
+
+    reload(tab)
+    view = page.locator(".msg.race")
+    view.wait_for()
+    page.wait_for_selector(".msg.race .race-lane[data-lane=off][data-state=streaming]")
+    assert lane_text(view, "off", "thinking") == before  # the lane from its start, as it was
+    assert page.locator(".msg.assistant").count() == 0  # the race's stored reply is not drawn twice
+    assert page.locator("#stop").is_visible()  # the page follows the race as its own
+    assert page.locator(".msg.user .bubble").inner_text() == "Convert 5 km to meters"
+
+    engine.resume()
+    done = wait_race_done(tab)
+    assert done["finish_reason"] == "stop" and done["runs"] == 2
+    for lane in ("off", "on"):
+        box = view.locator(f".race-lane[data-lane={lane}]")
+        assert box.get_attribute("data-state") == "done"
+        assert "Here is an answer with code" in lane_text(view, lane, "answer")
+        assert "run 2 of 2" in box.locator(".lane-run").inner_text()
+    assert view.locator(".race-verdict").is_visible()
+    assert page.get_by_role("button", name="Replay race").is_enabled()
+    assert page.locator("#send").is_visible()
+
+
+def test_a_page_reloaded_after_a_race_shows_its_lanes_and_summary(tab):  # noqa: F811
+    tab.open()
+    race(tab, "Convert 5 km to meters", 1)
+    done = wait_race_done(tab)
+    verdict = tab.page.locator(".race-verdict").inner_text()
+
+    reload(tab)
+    page = tab.page
+    page.wait_for_selector('.msg.race[data-state="done"]')
+    view = page.locator(".msg.race")
+    assert view.locator(".race-verdict").inner_text() == verdict
+    for lane in ("off", "on"):
+        assert view.locator(f".race-lane[data-lane={lane}]").get_attribute("data-state") == "done"
+        assert "Here is an answer with code" in lane_text(view, lane, "answer")
+    assert view.get_by_role("link", name="Open receipt as Markdown").get_attribute("href") == \
+        f"/api/receipts/{done['id']}?format=markdown"
+    assert page.locator("#send").is_visible() and page.locator(".msg.assistant").count() == 0
+
+
+def test_a_sweep_saves_its_receipt(tab, tmp_path):  # noqa: F811
+    tab.open()
+    page = tab.page
+    page.fill("#prompt", "hello")
+    page.get_by_role("button", name="Find the best block size").click()
+    page.wait_for_selector('.msg.sweep[data-state="done"]', timeout=60_000)
+    done = tab.of_type("sweep_done")[-1]
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Save sweep receipt").click()
+    assert download.value.suggested_filename == f"specchat-sweep-{done['id']}.md"
+    path = tmp_path / "receipt.md"
+    download.value.save_as(path)
+    saved = path.read_text()
+    assert saved.startswith(f"# specchat block sweep {done['id']}") and "--blocks 1,2,3,4,5,6" in saved
+    assert page.locator(".msg.sweep .race-receipt-status").inner_text() == "Saved the receipt."
+    view = page.locator(".msg.sweep")
+    for name, kind in (("Open sweep receipt as Markdown", "markdown"), ("Download sweep receipt as JSON", "json")):
+        href = view.get_by_role("link", name=name).get_attribute("href")
+        answer = requests.get(tab.server.url + href, timeout=10)
+        assert answer.status_code == 200
+        if kind == "json":
+            assert answer.json()["receipt"]["rows"] == done["rows"]
+        else:
+            assert answer.text == saved
