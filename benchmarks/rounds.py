@@ -1,0 +1,122 @@
+"""Where a draft/verify round's time goes, and how close the loop comes to its ideal.
+
+    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40]
+
+On specchat's own loop (the one the MLX engine runs), in this process, greedy:
+
+- the cost of one plain target step, one draft step of the MTP head and a verify of k
+  positions, each measured alone (waited on), modes interleaved; ``c`` = draft ÷ plain;
+- decode tok/s with the drafter off (block 1) and at each block, runs interleaved, and the
+  speed-up (median of per-run ratios against the block-1 run of the same round, min-max);
+- the ideal speed-up E[accepted + 1] ÷ (1 + (k − 1)·c) at each block, from the acceptance the
+  runs saw, and the fraction of it reached.
+
+Run it on a quiet machine (or at a real-time priority, e.g. ``chrt -f 10``): the ratios are
+side by side, but a core taken away mid-run still skews them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+PROMPT = "<|im_start|>user\nhello there, how does the drafter work?<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _median_range(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--blocks", default="2,3,4")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=40, help="repetitions of each step timing")
+    args = parser.parse_args()
+    blocks = [int(b) for b in args.blocks.split(",")]
+
+    import mlx.core as mx
+
+    from engines.mlx.decoding import Sampling
+    from engines.mlx.engine import _own_decoder
+    from engines.mlx.loading import load_drafter, load_model
+    from webapp.blas import blas_in_use
+
+    loaded = load_model(args.model)
+    load_drafter(loaded, None)
+    decoder, _ = _own_decoder(loaded)
+    ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
+    greedy = Sampling()
+
+    state = decoder.new_state()
+    mx.eval(decoder.feed(state, ids, 0, greedy))
+
+    def verify(length: int) -> float:
+        tokens = mx.array([[ids[-1]] * length], dtype=mx.int32)
+        start = time.perf_counter()
+        result = decoder.target.verify(state.target, tokens)
+        mx.eval(result.tokens, result.layers)
+        decoder.target.commit(state.target, result, 0)
+        return time.perf_counter() - start
+
+    def draft() -> float:
+        caches = state.drafter.snapshot()
+        start = time.perf_counter()
+        tokens, _ = decoder.drafter.draft(caches, 3, greedy)  # block 3: one chained head step
+        mx.eval(tokens, caches.layers)
+        return time.perf_counter() - start
+
+    steps = {"plain": lambda: verify(1), "draft": draft, **{f"verify {k}": (lambda k=k: verify(k)) for k in blocks}}
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for rep in range(args.reps + 3):
+        for name, run in steps.items():
+            elapsed = run()
+            if rep >= 3:  # the first calls compile
+                times[name].append(elapsed)
+    plain = statistics.median(times["plain"])
+    c = statistics.median(times["draft"]) / plain
+    print(f"{args.model}  BLAS: {blas_in_use()}")
+    print(f"plain step {plain * 1e3:.2f} ms; draft step c = {c:.3f} of it; "
+          + "; ".join(f"verify {k}: {statistics.median(times[f'verify {k}']) / plain:.2f}" for k in blocks))
+
+    def decode(block: int) -> tuple[float, int, int, int]:
+        run_state = decoder.new_state()
+        first = decoder.feed(run_state, ids, 0, greedy)
+        mx.eval(first)
+        start, tokens, accepted, rounds = time.perf_counter(), 0, 0, 0
+        for step in decoder.decode(run_state, first, max_tokens=args.tokens, block=block, sampling=greedy,
+                                   stop_ids=set(), cancelled=lambda: False):
+            tokens += len(step.tokens)
+            if step.accepted is not None:
+                accepted, rounds = accepted + step.accepted, rounds + 1
+        return (tokens - 1) / (time.perf_counter() - start), tokens, accepted, rounds
+
+    order = [1, *blocks]
+    for block in order:  # rehearsal: compiles every length this run uses
+        decode(block)
+    rates: dict[int, list[float]] = {b: [] for b in order}
+    speedups: dict[int, list[float]] = {b: [] for b in blocks}
+    acceptance: dict[int, tuple[int, int]] = {}
+    for run in range(args.runs):
+        for block in order if run % 2 == 0 else order[::-1]:
+            rate, _, accepted, rounds = decode(block)
+            rates[block].append(rate)
+            acceptance[block] = (accepted, rounds)
+        for block in blocks:
+            speedups[block].append(rates[block][-1] / rates[1][-1])
+    print(f"block 1 (drafter off): {_median_range(rates[1])} tok/s")
+    print("block | tok/s | speed-up | mean accepted | ideal | of ideal")
+    for block in blocks:
+        accepted, rounds = acceptance[block]
+        mean_accepted = accepted / rounds
+        ideal = (mean_accepted + 1) / (1 + (block - 1) * c)
+        median = statistics.median(speedups[block])
+        print(f"{block} | {_median_range(rates[block])} | {_median_range(speedups[block])} | "
+              f"{mean_accepted:.2f} | {ideal:.2f} | {median / ideal:.2f}")
+
+
+if __name__ == "__main__":
+    main()
