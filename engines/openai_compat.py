@@ -30,7 +30,8 @@ from .errors import EngineBusy, EngineError, EngineNotReady
 from .events import Answer, Done, Event, Stats, Thinking
 from .options import GenerationOptions
 from .repetition import RepetitionGuard
-from .sse import Cancelled, EventStream, connect_error, error_detail, http_error, open_event_stream, send_cancellable
+from .sse import (Cancelled, EventStream, as_text, connect_error, error_detail, http_error, open_event_stream,
+                  send_cancellable)
 from .stats import StatsMeter
 from .thinking import ThinkSplitter
 
@@ -153,10 +154,10 @@ class ReplyReader:
         if error is None and not errored:
             return
         if isinstance(error, dict):
-            detail = str(error.get("message") or error.get("code") or "no detail")
+            detail = as_text(str(error.get("message") or error.get("code") or "no detail"))
             code = error.get("code")
         else:
-            detail, code = (str(error) if error else "no detail"), None
+            detail, code = (as_text(str(error)) if error else "no detail"), None
         hint = " Start a new chat or shorten it." if code == "insufficient_memory" else " Send again."
         raise EngineError(f"{self.server} stopped the reply with an error: {detail.rstrip('.')}.{hint}", "server_error")
 
@@ -311,7 +312,8 @@ class OpenAICompatEngine(Engine):
                 raise EngineError(f"{self.server} lists no models. Load one there, or pass --model.", "no_model")
             self.model = ids[0]
         elif ids and self.model not in ids:
-            return f"{self.model} is not among the served models ({', '.join(ids[:5])}); the server may load it."
+            served = ", ".join(ids[:5])
+            return as_text(f"{self.model} is not among the served models ({served}); the server may load it.")
         return ""
 
     def stream(self, turn: Turn) -> Iterator[Event]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import queue
+import re
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from html import unescape
 
 import httpx
 import orjson
@@ -22,10 +24,24 @@ from .errors import EngineError
 log = logging.getLogger(__name__)
 POLL_S = 0.05
 ERROR_BODY_LIMIT = 4096
+DETAIL_LIMIT = 300  # characters of a server's error message shown to the user
+
+
+def as_text(text: str, limit: int = DETAIL_LIMIT) -> str:
+    """A server's words as one short line of plain text: control characters and runs of white space
+    become one space, and past ``limit`` characters it is cut with an ellipsis."""
+    text = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+def html_text(html: str) -> str:
+    """The visible text of an HTML error page (a proxy's 502, say), without its markup."""
+    html = re.sub(r"(?is)<(script|style)\b.*?</\1\s*>", " ", html)
+    return unescape(re.sub(r"<[^>]*>", " ", html))
 
 
 def error_detail(response: httpx.Response) -> str:
-    """The server's own words from an error body: OpenAI envelope, FastAPI detail, or text."""
+    """The server's own words from an error body (OpenAI envelope, FastAPI detail, or text), as text."""
     try:
         body = response.read()[:ERROR_BODY_LIMIT]
     except httpx.HTTPError:
@@ -33,7 +49,9 @@ def error_detail(response: httpx.Response) -> str:
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
-        return body.decode("utf-8", "replace").strip()[:300]
+        text = body.decode("utf-8", "replace")
+        html = "html" in response.headers.get("Content-Type", "") or text.lstrip().startswith("<")
+        return as_text(html_text(text) if html else text)
     if isinstance(data, dict):
         err = data.get("error", data.get("detail", data.get("message")))
         if isinstance(err, dict):
@@ -41,8 +59,8 @@ def error_detail(response: httpx.Response) -> str:
         if isinstance(err, list) and err and isinstance(err[0], dict):
             err = "; ".join(f"{'.'.join(map(str, e.get('loc', [])))}: {e.get('msg', '')}" for e in err)
         if err is not None:
-            return str(err)[:300]
-    return str(data)[:300]
+            return as_text(str(err))
+    return as_text(str(data))
 
 
 def http_error(status: int, detail: str, server: str, retry_after: str | None = None) -> EngineError:

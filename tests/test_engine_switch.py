@@ -38,7 +38,7 @@ def test_switch_stops_a_reply_in_flight(fake_server):
     [
         ({"name": "warp"}, "name"),
         ({"name": "openai"}, "/v1 URL"),
-        ({"name": "mlx", "model": "./no/such/model"}, "does not exist"),
+        ({"name": "mlx", "model": "./no/such/model"}, "is not a model specchat lists"),
         ({"name": "fake", "colour": "red"}, "colour"),
     ],
 )

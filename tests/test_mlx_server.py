@@ -203,7 +203,7 @@ def test_drafter_none_turns_drafting_off(start_server, tiny_model):
 
 
 def test_switch_live_from_fake_to_mlx(start_server, tiny_model):
-    server = start_server("--engine", "fake")
+    server = start_server("--engine", "fake", "--models-dir", str(tiny_model.parent))  # a tab loads listed models
     server.wait_ready()
     with WsClient(server.ws_url) as ws:
         ws.chat("m1")

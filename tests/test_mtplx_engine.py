@@ -370,7 +370,7 @@ def test_a_daemon_with_another_api_key(fake_path):
 
 def test_switch_live_to_mtplx_deep_reset_then_back_stops_the_daemon(fake_path, start_server):
     port = free_port()
-    server = start_server("--engine", "fake")
+    server = start_server("--engine", "fake", "--allow-downloads")  # MODEL is a hub id not on this machine
     server.wait_ready()
     with WsClient(server.ws_url) as ws:
         assert ws.hello["deep_reset"] is False

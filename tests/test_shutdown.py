@@ -168,7 +168,7 @@ def test_sigterm_after_switching_away_from_mlx_exits_zero(start_server, tiny_mod
 
 
 def test_sigterm_after_switching_to_mlx_unloads_it(start_server, tiny_model):
-    server = start_server("--engine", "fake")
+    server = start_server("--engine", "fake", "--models-dir", str(tiny_model.parent))  # a tab loads listed models
     server.wait_ready()
     reply = requests.post(server.url + "/api/engine", json={"name": "mlx", "model": str(tiny_model)}, timeout=10)
     assert reply.status_code == 200

@@ -20,10 +20,14 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     answers to); without it no Origin/Host check is made, as in unit tests.
     ``ACCESS_TOKEN`` (a string) makes every request carry it (security.py).
     ``MODELS_DIR`` is the folder the engine picker lists models from (default ``data_dir/models``).
+    ``ALLOW_REMOTE_ENGINES`` and ``ALLOW_DOWNLOADS`` (default false) let a tab's engine spec name servers
+    off loopback and hub models not on this machine (engines.registry.TabPolicy).
 
     Conversations are stored in ``data_dir/specchat.db`` (in memory without a
     data folder); a database that cannot be used raises ``store.StoreError``.
     """
+    from engines.registry import TabPolicy
+
     from . import api, models, pages, security
     from .baseline import Baselines
     from .host import EngineHost
@@ -45,8 +49,12 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     data = Path(data_dir) if data_dir else None
     if app.config.get("MODELS_DIR") is None:
         app.config["MODELS_DIR"] = data / "models" if data else None
+    policy = TabPolicy(
+        bool(app.config.get("ALLOW_REMOTE_ENGINES")), bool(app.config.get("ALLOW_DOWNLOADS")),
+        lambda: [(m["name"], Path(m["path"])) for m in models.listed_models(app.config["MODELS_DIR"])],
+    )
     EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory,
-               Store(data)).init_app(app)
+               Store(data), policy).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(models.bp)

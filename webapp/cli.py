@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import logging
 import os
 import re
@@ -15,7 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
-from engines.registry import MTPLX_URL
+from engines.registry import MTPLX_URL, is_loopback
 
 from .blas import blas_argument
 
@@ -50,15 +49,6 @@ def log_level(text: str) -> str:
     if text.upper() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a log level: pass {', '.join(LOG_LEVELS)}")
     return text.upper()
-
-
-def is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def check_token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -107,6 +97,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--token", default=os.environ.get("SPECCHAT_TOKEN") or None,
         help="access token every request must carry (default: $SPECCHAT_TOKEN); required off loopback",
     )
+    parser.add_argument("--allow-remote-engines", action="store_true",
+                        help="let the settings pane switch to servers off this machine's loopback address")
+    parser.add_argument("--allow-downloads", action="store_true",
+                        help="let the settings pane name hub models that are not on this machine (downloaded)")
     parser.add_argument("--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
     if args.engine == "openai" and not args.base_url:
@@ -152,7 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=create_engine,
                          config={"ACCESS_TOKEN": args.token,
-                                 "MODELS_DIR": args.models_dir.expanduser() if args.models_dir else None})
+                                 "MODELS_DIR": args.models_dir.expanduser() if args.models_dir else None,
+                                 "ALLOW_REMOTE_ENGINES": args.allow_remote_engines,
+                                 "ALLOW_DOWNLOADS": args.allow_downloads})
     except StoreError as exc:
         print(f"specchat: {exc}", file=sys.stderr)
         return 2

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pydantic import ValidationError
 
 from engines import Engine, EngineError, EngineInfo
-from engines.registry import NAMES, EngineSpec
+from engines.registry import NAMES, EngineSpec, TabPolicy
 
 from .baseline import Baselines, calibrate
 from .conversation import Conversations
@@ -36,8 +36,10 @@ class EngineHost:
         spec: EngineSpec | None = None,
         factory: Callable[[EngineSpec], Engine] | None = None,
         store: Store | None = None,
+        policy: TabPolicy | None = None,
     ):
         self.engine = engine
+        self.policy = policy or TabPolicy()  # what a tab's engine spec may name
         self.spec = spec or EngineSpec(name=engine.name if engine.name in NAMES else "fake")
         self.settings = settings
         self.receipts = receipts
@@ -107,7 +109,7 @@ class EngineHost:
         except ValidationError as exc:
             raise ClientError("invalid_engine", f"Engine not changed: {describe_validation(exc)}.") from None
         try:
-            engine = self._factory(spec)
+            engine = self._factory(spec, self.policy)
         except EngineError as exc:
             raise ClientError("invalid_engine", f"Engine not changed: {exc.message}") from None
         self.cancel_all()

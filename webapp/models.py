@@ -18,7 +18,8 @@ from urllib.parse import urlsplit
 import httpx
 from flask import Blueprint, current_app, jsonify, request
 
-from engines.registry import MTPLX_URL
+from engines.errors import EngineError
+from engines.registry import MTPLX_URL, TabPolicy
 
 from .errors import ClientError, error_body
 
@@ -160,12 +161,12 @@ def mtplx_answers(url: str) -> bool:
     return response.status_code == 200 and isinstance(body, dict) and body.get("ok") is True
 
 
-def checked_url(url: str) -> str:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ClientError("bad_base_url", f"base_url must be a server's http(s) address, e.g. "
-                          f"http://127.0.0.1:8080/v1, not {url!r}.")
-    return url.rstrip("/")
+def checked_url(url: str, policy: TabPolicy) -> str:
+    """``url`` when a tab may have the server ask it (as for an engine switch), else ClientError."""
+    try:
+        return policy.check_url(url).rstrip("/")
+    except EngineError as exc:
+        raise ClientError("bad_base_url", exc.message) from None
 
 
 def served_models(url: str, api_key: str | None) -> dict:
@@ -189,17 +190,20 @@ def served_models(url: str, api_key: str | None) -> dict:
     return {"base_url": url, "models": ids, "error": None}
 
 
+def listed_models(models_dir: str | Path | None) -> list[dict]:
+    """The models the picker offers: the bundled one, the models folder's and the Hugging Face cache's."""
+    return [*bundled_models(), *(models_dir_models(Path(models_dir)) if models_dir else []),
+            *hf_cache_models(hf_hub_cache())]
+
+
 @bp.get("/models")
 def list_models():
     host = current_app.extensions["specchat"]
     spec = host.spec
-    models_dir = current_app.config.get("MODELS_DIR")
-    models = [*bundled_models(), *(models_dir_models(Path(models_dir)) if models_dir else []),
-              *hf_cache_models(hf_hub_cache())]
-    body = {"ok": True, "models": models}
+    body = {"ok": True, "models": listed_models(current_app.config.get("MODELS_DIR"))}
     base_url = request.args.get("base_url", "").strip()
     if base_url:
-        base_url = checked_url(base_url)
+        base_url = checked_url(base_url, host.policy)
         # The key this server already holds for that address; a key never travels in a URL.
         key = spec.api_key if spec.base_url and spec.base_url.rstrip("/") == base_url else None
         body["served"] = served_models(base_url, key)

@@ -158,12 +158,12 @@ class MtplxEngine(OpenAICompatEngine):
     def __init__(self, base_url: str = DEFAULT_URL, model: str | None = None, api_key: str | None = None,
                  context_window: int | None = 16384, kv_quant: str = "q8", depth: int = 3,
                  executable: str = "mtplx", stall_s: float = DEFAULT_STALL_S, start_timeout_s: float = 1800.0,
-                 grace_s: float = 10.0):
+                 grace_s: float = 10.0, download: bool = True, may_start: bool = True):
         address = base_url.rstrip("/").removesuffix("/v1")
         super().__init__(address + "/v1", model, api_key, stall_s=stall_s)
         self.served_model: str | None = None
         self.supervisor = MtplxSupervisor(address, model, context_window, kv_quant, depth, api_key, executable,
-                                          start_timeout_s, grace_s)
+                                          start_timeout_s, grace_s, download, may_start)
         self._warmed_system: str | None = None
         self._request_ids: dict[str, str] = {}
         self.tell_budget = False  # the daemon reads no thinking_budget

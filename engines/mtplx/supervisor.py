@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from ..errors import EngineError
+from ..sse import as_text
 
 log = logging.getLogger(__name__)
 LOG_LINES = 40
@@ -40,7 +41,8 @@ def _stop_owned() -> None:
 class MtplxSupervisor:
     def __init__(self, base_url: str, model: str | None = None, context_window: int | None = None,
                  kv_quant: str = "q8", depth: int = 3, api_key: str | None = None, executable: str = "mtplx",
-                 start_timeout_s: float = 1800.0, grace_s: float = 10.0):
+                 start_timeout_s: float = 1800.0, grace_s: float = 10.0, download: bool = True,
+                 may_start: bool = True):
         parts = urlsplit(base_url)
         self.base_url = base_url.rstrip("/")
         self.host = parts.hostname or "127.0.0.1"
@@ -53,6 +55,8 @@ class MtplxSupervisor:
         self.executable = executable
         self.start_timeout_s = start_timeout_s
         self.grace_s = grace_s
+        self.download = download  # mtplx serve may fetch a model that is not cached (--download)
+        self.may_start = may_start  # else only a daemon already running at the address is used
         self.proc: subprocess.Popen | None = None
         self.health: dict = {}
         self._log: collections.deque[str] = collections.deque(maxlen=LOG_LINES)
@@ -103,6 +107,10 @@ class MtplxSupervisor:
                                       "expects with --api-key, then restart specchat.", "unauthorized")
                 raise EngineError(f"Port {self.port} on {self.host} is taken by {detail['what']}. Stop that program, "
                                   "or pass --base-url with another port for MTPLX.", "port_taken")
+            if not self.may_start:
+                raise EngineError(f"No MTPLX daemon answers at {self.address}, and specchat starts one only on this "
+                                  "machine's loopback address (127.0.0.1). Start it there yourself, or pick a "
+                                  "loopback address.", "unreachable")
             self._stop_locked()  # a daemon of ours that died: collect it before starting anew
             self._start(progress)
             return self.health
@@ -115,7 +123,7 @@ class MtplxSupervisor:
                               "mtplx_missing")
         command = [exe, "serve"]
         if self.model:
-            command += ["--model", self.model, "--download"]
+            command += ["--model", self.model, *(["--download"] if self.download else [])]
         command += ["--host", self.host, "--port", str(self.port)]
         if self.context_window:
             command += ["--context-window", str(self.context_window)]
@@ -219,7 +227,7 @@ class MtplxSupervisor:
             raise EngineError(f"Cannot reach MTPLX at {self.address} ({type(exc).__name__}). Send a message to "
                               "start it again, then retry.", "unreachable") from exc
         if response.status_code != 200:
-            raise EngineError(f"MTPLX refused {path} (HTTP {response.status_code}: {response.text[:200]}).",
+            raise EngineError(f"MTPLX refused {path} (HTTP {response.status_code}: {as_text(response.text)}).",
                               "server_error")
         try:
             return response.json()
