@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -95,12 +94,26 @@ def checkpoint_config(ids: dict[str, int], text_config: dict) -> dict:
     }
 
 
-def fresh_folder(out: str | Path) -> Path:
-    """``out`` as an empty folder (anything there before is removed)."""
+# Every file a checkpoint made here holds; a folder with anything else is not one of ours to replace.
+MADE_FILES = frozenset({"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
+                        "tokenizer_config.json", "chat_template.jinja"})
+
+
+def fresh_folder(out: str | Path, keep: tuple[str, ...] = ()) -> Path:
+    """``out`` as a folder to write a checkpoint into: a checkpoint made here loses its files (but those named
+    in ``keep``); a folder holding anything else is refused (ValueError), so a mistyped path wipes nothing."""
     out = Path(out)
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} is a file, not a folder: pass a new or empty folder for the checkpoint")
+    if out.is_dir():
+        foreign = sorted(p.name for p in out.iterdir()
+                         if not p.is_file() or p.name not in MADE_FILES | set(keep))
+        if foreign:
+            raise ValueError(f"{out} is not a checkpoint made here (it holds {', '.join(foreign[:5])}), so it is "
+                             "left alone: pass a new or empty folder, or that checkpoint's own folder")
+        for name in MADE_FILES:
+            (out / name).unlink(missing_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     return out
 
 

@@ -14,16 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from .architecture import text_config
-from .checkpoint_files import checkpoint_config, special_ids
+from .checkpoint_files import checkpoint_config, fresh_folder, special_ids
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+KEPT_FILES = ("examples.json",)  # written by hand for the shipped model: a re-export keeps it
 PARITY_TOLERANCE = 2e-3
 
 
@@ -70,9 +70,7 @@ def write_checkpoint(weights: dict[str, np.ndarray], tokenizer_dir: Path, out: P
         out_weights[key] = value.astype(mx.float32)
     # Read first: OUT may be the folder the tokenizer files come from.
     tokenizer_files = {name: (tokenizer_dir / name).read_bytes() for name in TOKENIZER_FILES}
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    fresh_folder(out, keep=KEPT_FILES)
     mx.save_safetensors(str(out / "model.safetensors"), out_weights, metadata={"format": "mlx"})
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n")
     (out / "generation_config.json").write_text(
@@ -126,7 +124,10 @@ def main() -> None:
     parser.add_argument("--tokenizer", required=True, help="folder with the tokenizer files")
     args = parser.parse_args()
     trained = Path(args.trained)
-    out = write_checkpoint(read_trained(trained), Path(args.tokenizer), Path(args.out))
+    try:
+        out = write_checkpoint(read_trained(trained), Path(args.tokenizer), Path(args.out))
+    except ValueError as exc:
+        sys.exit(f"export: {exc}")
     size = sum(f.stat().st_size for f in out.iterdir())
     print(f"wrote {out} ({size / 1e6:.1f} MB)")
     main_diff, mtp_diff = parity(out, trained / "reference.npz")

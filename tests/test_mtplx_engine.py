@@ -1,5 +1,6 @@
 """The MTPLX engine and its supervisor, driving a fake ``mtplx`` executable on PATH."""
 
+import logging
 import os
 import subprocess
 import sys
@@ -180,6 +181,30 @@ def test_cache_reset_and_deep_reset(started):
     deep = engine.reset_cache(deep=True)
     assert deep["ssd_archive"].startswith("/fake/ssd-archive-")
     assert daemon_state(engine)["archives"] == before["archives"] + 1
+    # The archive stays on disk: the tab is told where, and that deleting it frees the space.
+    assert f"moved its SSD cache to {deep['ssd_archive']}, where it still takes disk space" in deep["message"]
+
+
+def test_a_failed_warm_up_is_logged_and_tried_again(started, caplog):
+    engine, _ = started
+    options = OPTIONS.updated({"system_prompt": "Be brief."})
+
+    def warm_ups() -> list:
+        return [r["body"] for r in daemon_state(engine)["requests"] if r["body"].get("stream") is False]
+
+    control(engine.supervisor.base_url, "/fake/next", {"status": 500, "message": "warm-up broke"})
+    with caplog.at_level(logging.WARNING, logger="engines.mtplx.engine"):
+        engine.prepare(options)
+        deadline = time.monotonic() + 10
+        while "warm-up failed" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert "HTTP 500 (warm-up broke)" in caplog.text
+    tried = len(warm_ups())
+    engine.prepare(options)  # not counted as warmed: the next settings change tries again
+    deadline = time.monotonic() + 10
+    while len(warm_ups()) == tried and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert warm_ups()[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
 
 
 def test_forget_clears_the_conversation_session(started):

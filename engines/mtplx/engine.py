@@ -21,6 +21,7 @@ from dataclasses import replace
 from ..base import EngineInfo, Turn
 from ..errors import EngineBusy, EngineError
 from ..openai_compat import DEFAULT_STALL_S, OpenAICompatEngine, ReplyReader, as_float, as_int
+from ..sse import error_detail
 from ..options import GenerationOptions
 from ..stats import ROUND_KEYS, rounds_from_depths
 from .supervisor import MtplxSupervisor
@@ -202,10 +203,15 @@ class MtplxEngine(OpenAICompatEngine):
                 "max_tokens": 1, "temperature": 0.0, "stream": False, "enable_thinking": False}
         try:
             response = self._client.post(self.base_url + "/chat/completions", json=body, timeout=120)
-            log.info("MTPLX warm-up: HTTP %d", response.status_code)
-            self._warmed_system = system_prompt
         except Exception as exc:  # a cold first message is slower, never wrong
-            log.warning("MTPLX warm-up failed: %s", exc)
+            log.warning("MTPLX warm-up failed, the first message will be slower: %s", exc)
+            return
+        if response.status_code != 200:  # tried again when the settings change
+            log.warning("MTPLX warm-up failed, the first message will be slower: HTTP %d (%s)",
+                        response.status_code, error_detail(response))
+            return
+        log.info("MTPLX warm-up done")
+        self._warmed_system = system_prompt
 
     def prepare(self, options: GenerationOptions) -> None:
         if self._state == "ready" and options.system_prompt != self._warmed_system:
@@ -281,7 +287,12 @@ class MtplxEngine(OpenAICompatEngine):
         freed = {"prompt_tokens": 0, "entries": entries, "bytes": 0}
         if deep:
             archived = self.supervisor.post("/admin/cache/ssd/archive")
-            freed["ssd_archive"] = archived.get("archive_path")
+            path = archived.get("archive_path")
+            freed["ssd_archive"] = path
+            # The daemon moves its SSD cache aside rather than deleting it: the disk is not freed.
+            freed["message"] = (f"Cleared {entries} cached sessions. MTPLX moved its SSD cache to {path}, where it "
+                                "still takes disk space: delete that folder to free it.")
+            log.info("MTPLX archived its SSD cache to %s (kept on disk)", path)
         return freed
 
     def forget(self, conversation_id: str) -> None:
