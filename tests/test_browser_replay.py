@@ -96,3 +96,38 @@ def test_a_sweep_saves_its_receipt(tab, tmp_path):  # noqa: F811
             assert answer.json()["receipt"]["rows"] == done["rows"]
         else:
             assert answer.text == saved
+
+
+def test_a_page_reloaded_during_a_continuation_shows_the_whole_reply(tab):  # noqa: F811
+    from engines.fake import ANSWER, THINKING
+
+    engine = tab.server.engine
+    tab.server.host.update_settings({"speculative": False})  # a word per step: the pauses land where asked
+    engine.holds = [len(THINKING.split()) + 2]  # two words into the answer
+    tab.open()
+    page = tab.page
+    page.fill("#prompt", "tell me")
+    page.press("#prompt", "Enter")
+    page.wait_for_function("() => document.querySelector('.msg.assistant .answer')?.textContent.trim() !== ''")
+    page.click("#stop")
+    page.wait_for_selector('.msg.assistant[data-finish="cancelled"]')
+    before = page.locator(".msg.assistant .answer").inner_text()
+    engine.holds = [2]  # the continuation pauses two words in, two before its end
+    page.get_by_role("button", name="Continue reply", exact=True).click()
+    page.wait_for_function(f"() => document.querySelector('.msg.assistant .answer').textContent.length > "
+                           f"{len(before) + 2}")
+
+    reload(tab)
+    reply = page.locator(".msg.assistant")
+    page.wait_for_selector('.msg.assistant[data-state="streaming"]')
+    shown = reply.locator(".answer").inner_text()
+    assert shown.startswith(before) and len(shown) > len(before)  # the stored part, then the continuation
+    assert reply.locator(".thinking-body").text_content().strip() == THINKING.strip()
+    engine.resume()
+    page.wait_for_selector('.msg.assistant[data-finish="stop"] .msg-actions:not([hidden])')
+    assert page.locator(".msg.assistant").count() == 1
+    whole = reply.locator(".answer").evaluate("el => el.textContent")
+    assert whole.split()[:2] == ANSWER.split()[:2] and "print('hello')" in whole and whole.strip().endswith("Done.")
+    reload(tab)  # and from the store
+    page.wait_for_selector('.msg.assistant[data-finish="stop"]')
+    assert reply.locator(".answer").evaluate("el => el.textContent") == whole

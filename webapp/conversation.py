@@ -285,7 +285,10 @@ class Conversation:
         ``dropped``: the oldest user turns the model did not see (they no longer fit its context)."""
         said = {Thinking: [reply["thinking"]], Answer: [reply["content"]]}  # a continued reply keeps its start
         tag = {"id": turn.id, "message": reply["id"]}
-        self.emit({"type": "start", **tag, "parent": reply["parent"], "dropped_turns": dropped})
+        start = {"type": "start", **tag, "parent": reply["parent"], "dropped_turns": dropped}
+        if turn.continued:  # what the reply said before, so a tab that reloads meanwhile shows it whole
+            start["continued_from"] = {"content": reply["content"], "thinking": reply["thinking"]}
+        self.emit(start)
         autosave = Autosave(lambda answer, thinking: self._write(self._store.save_reply, reply["id"], answer,
                                                                  thinking), said[Answer], said[Thinking])
         try:

@@ -154,8 +154,12 @@ export class AssistantTurn {
     schedule(this);
   }
 
-  /** The reply is under way; its `start` frame (when given) says whether old turns were left out. */
+  /**
+   * The reply is under way; its `start` frame (when given) says whether old turns were left out, and for a
+   * continuation what the reply said before it, which a page that did not see it start shows first.
+   */
   started(frame) {
+    const replayedContinuation = frame?.continued_from && !this.hasStarted && !this.continuing;
     this.hasStarted = true;
     if (this.continuing) {
       // The continuation is under way: how the reply ended before no longer holds.
@@ -164,6 +168,11 @@ export class AssistantTurn {
     }
     if (frame?.dropped_turns) this.addNote("context", droppedNote(frame.dropped_turns));
     if (this.el.dataset.state === "waiting") this.el.dataset.state = "streaming";
+    if (replayedContinuation) {
+      const { content, thinking } = frame.continued_from;
+      if (thinking) this.addThinking(thinking);
+      if (content) this.addAnswer(content);
+    }
   }
 
   /** Whether this reply may go on (`continue`): it is the branch's last message and ended unfinished. */
