@@ -140,9 +140,9 @@ def main() -> int:
         args.model = str(build_tiny_checkpoint(work / "tiny-qwen3_5"))
     ratios = streaming(args.model, work, args.rounds)
     on, off = statistics.median(ratios["on"]), statistics.median(ratios["off"])
-    print(f"streaming: websocket ÷ engine tok/s, store on {on:.3f} (min {min(ratios['on']):.3f}), store off "
-          f"{off:.3f} (min {min(ratios['off']):.3f}); medians of {args.rounds} interleaved runs "
-          f"(bar ≥ 0.97 with the store on: {'ok' if on >= 0.97 else 'FAILED'})")
+    print(f"streaming: websocket ÷ engine tok/s, store on {on:.3f} ({min(ratios['on']):.3f}-{max(ratios['on']):.3f}), "
+          f"store off {off:.3f} ({min(ratios['off']):.3f}-{max(ratios['off']):.3f}); medians (min-max) of "
+          f"{args.rounds} interleaved runs (bar ≥ 0.97 with the store on: {'ok' if on >= 0.97 else 'FAILED'})")
     return 0
 
 
