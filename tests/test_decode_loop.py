@@ -194,6 +194,7 @@ def test_engine_identical_across_budget_cut_and_next_turn(engine):
         conversation = f"budget-{block}"
         first, done = _engine_reply(engine, "What is 347 + 589?", options, conversation)
         assert done.finish_reason in ("stop", "length") and done.stats["thinking_tokens"] == 12
+        assert done.stats["budget_bound"] == "cut"
         next_turn = Turn(id="t2", conversation_id=conversation,
                          messages=[Message("user", "What is 347 + 589?"), Message("assistant", first),
                                    Message("user", "What is 12 + 30?")], options=options)
@@ -256,6 +257,7 @@ def test_max_tokens_bounds_the_answer_when_the_model_closes_its_own_thinking(eng
     _, done = _engine_reply(engine, "What is 347 + 589?", options, f"cap-{loop}")
     assert done.finish_reason == "length"
     assert 0 < done.stats["thinking_tokens"] < 4000 and done.stats["answer_tokens"] == 5
+    assert done.stats["budget_bound"] == "none"  # the model closed its thinking before the budget
 
 
 def test_a_prompt_past_the_context_is_refused_before_any_work(engine):
@@ -301,3 +303,16 @@ def test_prefill_returns_the_models_own_hidden_states_for_its_tail(demo, chunk):
     full = lm.model(mx.array([ids]), cache=lm.make_cache())
     assert tail.shape[1] == TAIL and state.target.offset == len(ids)
     assert mx.allclose(tail, full[:, -TAIL:], atol=1e-4).item()
+
+
+def test_a_failed_settings_change_on_the_model_thread_is_logged(engine, caplog, monkeypatch):
+    """``prepare`` runs without the caller waiting: its failure must still reach the log."""
+    def broken(options):
+        raise RuntimeError("warm-up broke")
+
+    monkeypatch.setattr(engine, "_prepare", broken)
+    with caplog.at_level("ERROR", logger="engines.mlx.engine"):
+        engine.prepare(GenerationOptions(system_prompt="Something new."))
+        engine._thread.submit(lambda: None).result()  # the model thread has run the job before this
+    assert any(r.getMessage().endswith("failed") and "warm-up broke" in str(r.exc_info[1])
+               for r in caplog.records if r.exc_info)

@@ -83,7 +83,16 @@ class MlxEngine(Engine):
     def prepare(self, options: GenerationOptions) -> None:
         """Settings changed: rebuild the prefix cache or prime a new system prompt, off the caller's thread."""
         if self._loaded is not None:
-            self._thread.submit(self._prepare, options)
+            self._in_background(self._prepare, options)
+
+    def _in_background(self, work, *args) -> None:
+        """Run ``work`` on the model thread without waiting; a failure is logged, never lost."""
+        def report(future) -> None:
+            error = None if future.cancelled() else future.exception()
+            if error is not None:
+                log.error("engine mlx: %s failed", work.__name__.strip("_"), exc_info=error)
+
+        self._thread.submit(work, *args).add_done_callback(report)
 
     def _prepare(self, options: GenerationOptions) -> None:
         from mlx_vlm import apc
@@ -242,7 +251,7 @@ class MlxEngine(Engine):
         return freed
 
     def forget(self, conversation_id: str) -> None:
-        self._thread.submit(self._conversations.drop, conversation_id)
+        self._in_background(self._conversations.drop, conversation_id)
 
     def cancel_all(self) -> None:
         active = self._active
@@ -251,7 +260,7 @@ class MlxEngine(Engine):
 
     def unload(self) -> None:
         self.cancel_all()
-        self._thread.submit(self._unload)
+        self._in_background(self._unload)
         self._thread.shutdown(wait=True)
 
     def _unload(self) -> None:

@@ -54,6 +54,7 @@ class TurnGeneration:
         self.rounds: list[tuple[int, int]] = []  # (accepted, drafted) per verify round, all phases
         self._held_rounds: tuple[int, ...] = ()  # rounds whose text the splitter still holds
         self.first_phase = True
+        self.budget_bound = "none"  # "cut": thinking was still open at the budget and was closed here
         self.cache_stale = False  # the loop left the conversation's cache unusable for a next turn
 
     @property
@@ -73,11 +74,12 @@ class TurnGeneration:
         finally:
             self.flush()  # text already generated reaches the user even if generation failed
         self.read_rounds()
-        return Done(finish, self.meter.snapshot())
+        return Done(finish, {**self.meter.snapshot(), "budget_bound": self.budget_bound})
 
     def _continue_after_budget(self) -> str:
         ids = self.conversation.ids
         if self.splitter.thinking:
+            self.budget_bound = "cut"
             self.flush()
             self.splitter.thinking = False
             self.meter.end_thinking()
