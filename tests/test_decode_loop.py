@@ -316,3 +316,17 @@ def test_a_failed_settings_change_on_the_model_thread_is_logged(engine, caplog, 
         engine._thread.submit(lambda: None).result()  # the model thread has run the job before this
     assert any(r.getMessage().endswith("failed") and "warm-up broke" in str(r.exc_info[1])
                for r in caplog.records if r.exc_info)
+
+
+def test_a_short_system_prompt_is_primed_too(engine):
+    """specchat's loop snapshots the system prefix at any length (mlx-vlm's prefix cache stores
+    whole 16-token blocks only)."""
+    options = GenerationOptions(system_prompt="Be brief.", reasoning_budget=0, max_tokens=4, temperature=0.0)
+    engine.prepare(options)
+    engine._thread.submit(lambda: None).result()  # priming has run
+    prefix = engine._prompts.system_prefix_ids("Be brief.")
+    assert 0 < len(prefix) < 16
+    turn = Turn(id="s", conversation_id="short-system", options=options,
+                messages=[Message("user", "What is 12 + 30?")])
+    _, done = _drain(engine, turn)
+    assert done.stats["cached_tokens"] == len(prefix)
