@@ -8,9 +8,9 @@ import pytest
 from tests.conftest import ROOT
 
 
-def run_cli(*args: str) -> subprocess.CompletedProcess:
+def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "webapp", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=60)
+                          timeout=60, env=env)
 
 
 @pytest.mark.parametrize("args, words", [
@@ -27,6 +27,16 @@ def test_bad_argument_is_one_line_and_status_2(tmp_path, args, words):
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("specchat") and words in lines[0]
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", [[], ["bench"]])
+def test_a_missing_blas_library_named_in_the_environment_is_refused(tmp_path, command):
+    import os
+
+    env = dict(os.environ, SPECCHAT_BLAS="/no/such/libopenblas.so")
+    result = run_cli(*(command or ["--data-dir", str(tmp_path)]), env=env)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and "/no/such/libopenblas.so is not a file" in lines[0]
 
 
 def test_log_level_in_any_case(tmp_path):

@@ -69,7 +69,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="MLX engine: specchat's own draft/verify loop (default), mlx-vlm's, or both side by "
                         "side, interleaved")
     parser.add_argument("--json", type=Path, dest="json_out", help="also write the results here as JSON")
-    parser.add_argument("--blas", type=blas_argument, default=None,
+    parser.add_argument("--blas", type=blas_argument, default=os.environ.get("SPECCHAT_BLAS"),
                         help="Linux CPU: auto, bundled or a library path, as for specchat")
     args = parser.parse_args(argv)
     if args.json_out is not None and not args.json_out.expanduser().resolve().parent.is_dir():

@@ -90,8 +90,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--api-key", default=os.environ.get("SPECCHAT_API_KEY"),
                         help="API key for the openai or mtplx server (default: $SPECCHAT_API_KEY)")
     parser.add_argument(
-        "--blas", type=blas_argument, default=None,
-        help="Linux CPU: auto (OpenBLAS when installed, the default), bundled (the mlx wheel's own), or a library path",
+        "--blas", type=blas_argument, default=os.environ.get("SPECCHAT_BLAS"),  # checked like the flag
+        help="Linux CPU: auto (OpenBLAS when installed, the default), bundled (the mlx wheel's own), or a library path "
+        "(default: $SPECCHAT_BLAS or auto)",
     )
     parser.add_argument(
         "--token", default=os.environ.get("SPECCHAT_TOKEN") or None,
