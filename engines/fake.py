@@ -6,7 +6,8 @@ stream, can be told to fail mid-stream, and pauses where a test asks (``holds``,
 until ``resume()``) so a live state lasts while the test looks at it. Each
 forward pass (one plain token, or one verify round with the drafter on) takes
 ``delay_s``; verify rounds keep drafts by a fixed pattern, so drafting is
-faster by the tokens a round yields.
+faster by the tokens a round yields. A word is a token; given a context
+(``context_words``) it measures prompts and refuses one that does not fit.
 """
 
 from __future__ import annotations
