@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .linear import linear, lm_head, mlp
+from .linear import Group, linear, lm_head, mlp, mlp_group
 
 CAPACITY_STEP = 1024  # attention buffers grow by this many positions
 SHORT_FEED = 16  # feeds up to this long run compiled (a few lengths: phase changes, short turns)
@@ -82,8 +82,8 @@ def _attention_mask(positions, capacity: int):
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
 
 
-def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visible: int | None = None,
-            keep: int | None = None):
+def _attend(attn, qkv: Group, x, positions, position_ids, keys_buf, values_buf, mask, visible: int | None = None,
+             keep: int | None = None):
     """One Qwen 3.5 attention block over a buffer; returns (output, keys, values).
 
     ``visible`` (a prompt's chunk, run uncompiled): attend causally over the buffer's first
@@ -92,12 +92,12 @@ def _attend(attn, x, positions, position_ids, keys_buf, values_buf, mask, visibl
     """
     mx = _mx()
     B, L, _ = x.shape
-    q_out = linear(attn.q_proj, x)
+    q_out, k_out, v_out = qkv(x)
     queries, gate = mx.split(q_out.reshape(B, L, attn.num_attention_heads, -1), 2, axis=-1)
     gate = gate.reshape(B, L, -1)
     queries = attn.q_norm(queries).transpose(0, 2, 1, 3)
-    keys = attn.k_norm(linear(attn.k_proj, x).reshape(B, L, attn.num_key_value_heads, -1)).transpose(0, 2, 1, 3)
-    values = linear(attn.v_proj, x).reshape(B, L, attn.num_key_value_heads, -1).transpose(0, 2, 1, 3)
+    keys = attn.k_norm(k_out.reshape(B, L, attn.num_key_value_heads, -1)).transpose(0, 2, 1, 3)
+    values = v_out.reshape(B, L, attn.num_key_value_heads, -1).transpose(0, 2, 1, 3)
     queries, keys = attn.rotary_emb.apply_rotary(queries, keys, position_ids, unsqueeze_dim=1)
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
@@ -125,7 +125,7 @@ def _depthwise_conv(x, weight, length: int):
     return out.astype(dtype)
 
 
-def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
+def _gated_delta(la, inputs: Group, x, conv_state, ssm_state, with_states: bool):
     """One gated-delta block; returns (output, conv input, final or per-position states)."""
     import mlx.nn as nn
     from mlx_vlm.models.qwen3_5.gated_delta import gated_delta_update
@@ -134,9 +134,8 @@ def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
 
     mx = _mx()
     B, L, _ = x.shape
-    mixed = linear(la.in_proj_qkv, x)
-    z = linear(la.in_proj_z, x).reshape(B, L, -1, la.head_v_dim)
-    b, a = linear(la.in_proj_b, x), linear(la.in_proj_a, x)
+    mixed, z, b, a = inputs(x)
+    z = z.reshape(B, L, -1, la.head_v_dim)
     conv_input = mx.concatenate([conv_state.astype(mixed.dtype), mixed], axis=1)
     conv_out = nn.silu(_depthwise_conv(conv_input, la.conv1d.weight, L))
     q, k, v = [
@@ -158,6 +157,15 @@ def _gated_delta(la, x, conv_state, ssm_state, with_states: bool):
     return out, conv_input, states
 
 
+def _layer_groups(layer) -> tuple[Group, Any]:
+    if layer.is_linear:
+        la = layer.linear_attn
+        mixer = Group(la.in_proj_qkv, la.in_proj_z, la.in_proj_b, la.in_proj_a)
+    else:
+        mixer = Group(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)
+    return mixer, mlp_group(layer.mlp)
+
+
 class TargetStepper:
     """The target model's forward as compiled functions: one per (block length, capacity, kind)."""
 
@@ -169,13 +177,14 @@ class TargetStepper:
         self.norm = lm.model.norm
         first = next(layer for layer in self.layers if not layer.is_linear).self_attn
         self.kv_heads, self.head_dim = first.num_key_value_heads, first.head_dim
-        linear = next((layer.linear_attn for layer in self.layers if layer.is_linear), None)
-        self.conv_width = linear.conv_kernel_size - 1 if linear else 0
-        self.conv_dim = linear.conv_dim if linear else 0
-        self.ssm_shape = (linear.num_v_heads, linear.head_v_dim, linear.head_k_dim) if linear else ()
+        gdn = next((layer.linear_attn for layer in self.layers if layer.is_linear), None)
+        self.conv_width = gdn.conv_kernel_size - 1 if gdn else 0
+        self.conv_dim = gdn.conv_dim if gdn else 0
+        self.ssm_shape = (gdn.num_v_heads, gdn.head_v_dim, gdn.head_k_dim) if gdn else ()
         self.dtype = self.embed.weight.dtype if hasattr(self.embed, "weight") else _mx().float32
         if self.dtype not in (_mx().float32, _mx().float16, _mx().bfloat16):
             self.dtype = _mx().bfloat16  # a quantized embedding's scales give no activation dtype
+        self.groups = [_layer_groups(layer) for layer in self.layers]  # (mixer inputs, gate and up)
         self._compiled: dict[tuple, Any] = {}
 
     def head(self, hidden):
@@ -218,18 +227,18 @@ class TargetStepper:
         mask = None if visible is not None else _attention_mask(positions, capacity)
         out_layers = []
         last = len(self.layers) - 1
-        for i, (layer, (a, b)) in enumerate(zip(self.layers, layers)):
+        for i, (layer, (mixer, gate_up), (a, b)) in enumerate(zip(self.layers, self.groups, layers)):
             x = layer.input_layernorm(h)
             tail = keep if i == last else None  # past the last layer's caches only the tail goes on
             if layer.is_linear:
-                r, a, b = _gated_delta(layer.linear_attn, x, a, b, with_states)
+                r, a, b = _gated_delta(layer.linear_attn, mixer, x, a, b, with_states)
             else:
-                r, a, b = _attend(layer.self_attn, x, positions, position_ids, a, b, mask, visible, tail)
+                r, a, b = _attend(layer.self_attn, mixer, x, positions, position_ids, a, b, mask, visible, tail)
             out_layers.append((a, b))
             if tail is not None:
                 h, r = h[:, -tail:], r[:, -tail:]
             h = h + r
-            h = h + mlp(layer.mlp, layer.post_attention_layernorm(h))
+            h = h + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(h))
         hidden = self.norm(h)
         if visible is not None:
             return hidden, None, out_layers
@@ -326,6 +335,8 @@ class DrafterStepper:
         attn = self.layers[0].self_attn
         self.kv_heads, self.head_dim = attn.num_key_value_heads, attn.head_dim
         self.embed_scale = float(getattr(target.lm.model, "embed_scale", 1.0))
+        self.groups = [(Group(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
+                        mlp_group(layer.mlp)) for layer in self.layers]
         self._compiled: dict[tuple, Any] = {}
 
     def new_caches(self, capacity: int = CAPACITY_STEP) -> DrafterCaches:
@@ -353,11 +364,11 @@ class DrafterStepper:
         slots = (write_at + mx.arange(tokens.shape[1], dtype=mx.int32))[None]
         mask = _attention_mask(slots, capacity)
         out_layers = []
-        for layer, (a, b) in zip(self.layers, layers):
-            r, a, b = _attend(layer.self_attn, layer.input_layernorm(h), slots, slots, a, b, mask)
+        for layer, (qkv, gate_up), (a, b) in zip(self.layers, self.groups, layers):
+            r, a, b = _attend(layer.self_attn, qkv, layer.input_layernorm(h), slots, slots, a, b, mask)
             out_layers.append((a, b))
             h = h + r
-            h = h + mlp(layer.mlp, layer.post_attention_layernorm(h))
+            h = h + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(h))
         return d.norm(h), out_layers
 
     def _draft_fn(self, steps: int, capacity: int, sampling):
