@@ -1,6 +1,6 @@
 """Where a draft/verify round's time goes, and how close the loop comes to its ideal.
 
-    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40]
+    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40] [--no-kernel]
 
 On specchat's own loop (the one the MLX engine runs), in this process, greedy:
 
@@ -35,16 +35,20 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=40, help="repetitions of each step timing")
+    parser.add_argument("--no-kernel", action="store_true",
+                        help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
     args = parser.parse_args()
     blocks = [int(b) for b in args.blocks.split(",")]
 
     import mlx.core as mx
 
+    from engines.mlx import linear
     from engines.mlx.decoding import Sampling
     from engines.mlx.engine import _own_decoder
     from engines.mlx.loading import load_drafter, load_model
     from webapp.blas import blas_in_use
 
+    linear.FEW_ROW_KERNEL = not args.no_kernel
     loaded = load_model(args.model)
     load_drafter(loaded, None)
     decoder, _ = _own_decoder(loaded)

@@ -32,18 +32,32 @@ def _transposed(x) -> bool:
     return mx.default_device() == mx.cpu and x.size // x.shape[-1] <= STREAMED_ROWS
 
 
+FEW_ROW_KERNEL = True  # CUDA: products over 2-5 rows run specchat's kernel (skinny.py)
+
+
 def _product(weight, x):
     flat = x.reshape(-1, x.shape[-1])
     return (weight @ flat.T).T.reshape(*x.shape[:-1], weight.shape[0])
+
+
+def product(weight, x):
+    """``x @ weight.T``, the cheapest way on this device for this many rows."""
+    from . import skinny
+
+    if _transposed(x):
+        return _product(weight, x)
+    if FEW_ROW_KERNEL and x.size // x.shape[-1] >= 2 and skinny.applies(x, weight):
+        return skinny.skinny(x, weight)
+    return x @ weight.T
 
 
 def linear(layer, x):
     """``layer(x)`` for an ``nn.Linear`` (any other module is called as it is)."""
     import mlx.nn as nn
 
-    if type(layer) is not nn.Linear or not _transposed(x):
+    if type(layer) is not nn.Linear:
         return layer(x)
-    out = _product(layer.weight, x)
+    out = product(layer.weight, x)
     return out + layer.bias if "bias" in layer else out
 
 
@@ -73,8 +87,7 @@ class Group:
     def __call__(self, x) -> list:
         if self.weight is None:
             return [linear(layer, x) for layer in self.layers]
-        out = _product(self.weight, x) if _transposed(x) else x @ self.weight.T
-        return _mx().split(out, self.splits, axis=-1)
+        return _mx().split(product(self.weight, x), self.splits, axis=-1)
 
 
 def mlp_group(module) -> Group | None:
@@ -103,8 +116,8 @@ def lm_head(lm, hidden):
 
     embed = lm.model.embed_tokens
     if lm.args.tie_word_embeddings:
-        if type(embed) is nn.Embedding and _transposed(hidden):
-            return _product(embed.weight, hidden)
+        if type(embed) is nn.Embedding:
+            return product(embed.weight, hidden)
         return lm.speculative_logits_from_hidden(hidden)
     if type(lm.lm_head) is nn.Linear:
         return linear(lm.lm_head, hidden)
