@@ -6,7 +6,6 @@ import logging
 import queue
 import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 
 from ..base import Engine, EngineInfo, Example, Message, Turn, read_examples
 from ..errors import EngineBusy, EngineError, EngineNotReady
@@ -15,6 +14,7 @@ from ..options import GenerationOptions
 from .conversations import ConversationCache, ConversationCaches
 from .generation import TurnGeneration
 from .loading import LoadedModel, load_drafter, load_model
+from .model_thread import model_thread
 from .own_loop import OwnLoop, PrefixSnapshot
 from .prompts import PromptBuilder
 from .vlm_loop import VlmLoop
@@ -32,8 +32,8 @@ class MlxEngine(Engine):
         super().__init__()
         self.model_spec = model
         self.drafter_spec = drafter
-        # All MLX work runs on this one thread: MLX streams belong to the thread that made them.
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlx-model")
+        # All MLX work runs on the process's one MLX thread: MLX streams belong to the thread that made them.
+        self._thread = model_thread()
         self._lock = threading.Lock()
         self._loaded: LoadedModel | None = None
         self._prompts: PromptBuilder | None = None
@@ -260,8 +260,7 @@ class MlxEngine(Engine):
 
     def unload(self) -> None:
         self.cancel_all()
-        self._in_background(self._unload)
-        self._thread.shutdown(wait=True)
+        self._thread.submit(self._unload).result()
 
     def _unload(self) -> None:
         import mlx.core as mx
@@ -270,9 +269,7 @@ class MlxEngine(Engine):
         if self._apc is not None:
             self._apc.clear()
         self._apc = self._loaded = self._prompts = self._decoder = self._prefix = None
-        mx.clear_cache()
-        # Streams this thread made must be released on it, or the process aborts at exit.
-        mx.clear_streams()
+        mx.clear_cache()  # the thread and its streams stay for the next engine (model_thread.py)
         self._set_state("error", "unloaded")
 
 
