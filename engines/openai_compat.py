@@ -24,7 +24,7 @@ from collections.abc import Iterator
 import httpx
 import orjson
 
-from .base import Engine, EngineInfo, Turn
+from .base import Engine, EngineInfo, Message, Turn
 from .batching import DeltaBatch
 from .errors import EngineBusy, EngineError, EngineNotReady
 from .events import Answer, Done, Event, Stats, Thinking
@@ -38,6 +38,12 @@ from .thinking import ThinkSplitter
 log = logging.getLogger(__name__)
 DEFAULT_STALL_S = 60.0  # longer than any keep-alive interval in use (MTPLX 5 s, llama.cpp 30 s)
 MODELS_TIMEOUT_S = 10.0  # GET /models is instant on a healthy server
+# A server's tokenizer is not at hand: a prompt is taken as one token per 3 UTF-8 bytes (more tokens than
+# English text takes, about what code or other scripts take) plus a message's framing, so an estimate errs
+# towards dropping a turn early rather than overflowing the server's context.
+BYTES_PER_TOKEN = 3
+FRAMING_TOKENS = 8
+CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length")  # where servers' /models say it
 # mlx-vlm writes two thinking tokens past its budget (the one that crossed it, then a newline) before
 # ``</think>``: it is told this much less, so its thinking ends at the budget.
 SERVER_CLOSE_TOKENS = 2
@@ -256,6 +262,7 @@ class OpenAICompatEngine(Engine):
         self._drafter: str | None = None
         self._unloaded = False
         self.tell_budget = True  # send thinking_budget; off once the server refuses it (mlx-vlm with a drafter)
+        self.context: int | None = None  # tokens the served model holds, where the server says
 
     @property
     def server(self) -> str:
@@ -307,6 +314,9 @@ class OpenAICompatEngine(Engine):
             raise EngineError(f"{self.server} answered /models without a model list: it does not look "
                               "OpenAI-compatible. Check --base-url (the server's /v1 address).", "not_openai")
         ids = [m["id"] for m in models if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        wanted = self.model or (ids[0] if ids else None)
+        entry = next((m for m in models if isinstance(m, dict) and m.get("id") == wanted), {})
+        self.context = next((v for v in map(entry.get, CONTEXT_KEYS) if isinstance(v, int) and v > 0), None)
         if self.model is None:
             if not ids:
                 raise EngineError(f"{self.server} lists no models. Load one there, or pass --model.", "no_model")
@@ -315,6 +325,15 @@ class OpenAICompatEngine(Engine):
             served = ", ".join(ids[:5])
             return as_text(f"{self.model} is not among the served models ({served}); the server may load it.")
         return ""
+
+    def prompt_size(self, messages: list[Message], options: GenerationOptions,
+                    continued: bool = False) -> tuple[int, int] | None:
+        """An estimate of the prompt (see ``BYTES_PER_TOKEN``) against the context the server reported."""
+        if self.context is None:
+            return None
+        texts = [options.system_prompt, *(m.content for m in messages)]
+        size = sum(len(text.encode()) for text in texts) // BYTES_PER_TOKEN + FRAMING_TOKENS * len(texts)
+        return size, self.context
 
     def stream(self, turn: Turn) -> Iterator[Event]:
         with self._lock:

@@ -194,6 +194,8 @@ class MtplxEngine(OpenAICompatEngine):
         # "starting" while the daemon comes up (it loads its model before opening the port).
         health = self.supervisor.ensure(lambda message, progress: self._set_state("starting", message, progress))
         self.served_model = health.get("model") if isinstance(health.get("model"), str) else None
+        window = health.get("context_window")
+        self.context = window if isinstance(window, int) and window > 0 else None
 
     def _warm_up(self, system_prompt: str) -> None:
         """Compile the daemon's kernels and bank the system prompt's prefix before the first message."""
