@@ -32,6 +32,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     from .baseline import Baselines
     from .host import EngineHost
     from .receipts import Receipts
+    from .serving import ReaderThread
     from .settings import SettingsStore
     from .store import Store
     from .ws import sock
@@ -43,7 +44,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     )
     # Dead peers are dropped by pings; frames up to 16 MiB reach our own 1 MiB check,
     # which answers with an error frame instead of closing the socket.
-    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": 16 << 20}
+    app.config["SOCK_SERVER_OPTIONS"] = {"ping_interval": 25, "max_message_size": 16 << 20,
+                                         "thread_class": ReaderThread}
     app.config.update(config or {})
     security.init_app(app)
     data = Path(data_dir) if data_dir else None

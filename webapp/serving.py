@@ -129,6 +129,25 @@ class _SocketProxy:
         self._web._track(self, opened=False)
 
 
+class ReaderThread(threading.Thread):
+    """simple-websocket's reader thread (its ``thread_class``), which wakes the route when it ends.
+
+    Over ``max_message_size`` (or a deflate bomb inflating past it) the reader wakes the route before
+    it marks the socket closed: the route sees it still open, waits again, and would wait forever.
+    """
+
+    def __init__(self, target):
+        super().__init__(target=target, daemon=True)
+        self._ws = target.__self__  # the simple-websocket Server whose _thread this runs
+
+    def run(self):
+        try:
+            super().run()
+        finally:
+            self._ws.connected = False
+            self._ws.event.set()
+
+
 class _Task(WSGITask):
     ws = None  # the _SocketProxy of a websocket upgrade request
 
