@@ -109,19 +109,20 @@ class ServerProcess(Addresses):
 class FrameClient:
     """Protocol v1 over a websocket: JSON frames out, JSON frames in, every wait bounded.
 
-    A subclass connects and provides ``_send_text`` and ``_recv_text``; ``hello`` is the first frame.
+    A subclass connects and provides ``_send_raw`` and ``_recv_text``; ``hello`` is the first frame.
     """
 
     hello: dict
 
-    def _send_text(self, text: str) -> None:
+    def _send_raw(self, data: str | bytes) -> None:
+        """A text frame for str, a binary frame for bytes."""
         raise NotImplementedError
 
     def _recv_text(self, timeout: float) -> str:
         raise NotImplementedError
 
-    def send(self, frame: dict | str) -> None:
-        self._send_text(frame if isinstance(frame, str) else json.dumps(frame))
+    def send(self, frame: dict | str | bytes) -> None:
+        self._send_raw(frame if isinstance(frame, (str, bytes)) else json.dumps(frame))
 
     def recv(self, timeout: float = 30) -> dict:
         return json.loads(self._recv_text(timeout))
@@ -163,8 +164,8 @@ class WsClient(FrameClient):
         self.ws = _Client.connect(url, headers=headers)
         self.hello = self.recv()
 
-    def _send_text(self, text: str) -> None:
-        self.ws.send(text)
+    def _send_raw(self, data: str | bytes) -> None:
+        self.ws.send(data)
 
     def _recv_text(self, timeout: float) -> str:
         text = self.ws.receive(timeout=timeout)

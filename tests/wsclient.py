@@ -13,8 +13,8 @@ class WsClient(FrameClient):
         self.ws = self._connection.__enter__()
         self.hello = self.recv()
 
-    def _send_text(self, text: str) -> None:
-        self.ws.send(text)
+    def _send_raw(self, data: str | bytes) -> None:
+        self.ws.send(data)
 
     def _recv_text(self, timeout: float) -> str:
         return self.ws.recv(timeout=timeout)

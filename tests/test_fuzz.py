@@ -1,0 +1,16 @@
+"""Protocol fuzz, the short run (benchmarks/fuzz.py runs ten thousand frames and more): hypothesis frames over
+a real socket to a real server, fake engine and MLX on the tiny model."""
+
+import pytest
+
+from benchmarks.fuzz import fuzz, tracebacks
+
+
+@pytest.mark.parametrize("engine", ["fake", "mlx"])
+def test_fuzzed_frames_break_nothing(start_server, tiny_model, engine):
+    server = start_server(*(["--engine", "fake"] if engine == "fake" else ["--model", str(tiny_model)]))
+    server.wait_ready()
+    fuzzer = fuzz(server, 400 if engine == "fake" else 250)  # raises on the first broken promise
+    assert fuzzer.sent >= 250 and fuzzer.replies > 0 and sum(fuzzer.codes.values()) > 0
+    assert server.stop() == 0
+    assert tracebacks(server) == [], "".join(server.lines[-60:])
