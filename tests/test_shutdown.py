@@ -45,7 +45,7 @@ class CountingEngine(FakeEngine):
 def make_host(tmp_path, log, hold=None):
     made = iter("BCDE")
     host = EngineHost(CountingEngine("A", log), SettingsStore(tmp_path), Receipts(tmp_path), Baselines(tmp_path),
-                      EngineSpec(name="fake"), lambda spec: CountingEngine(next(made), log, hold))
+                      EngineSpec(name="fake"), lambda spec, policy: CountingEngine(next(made), log, hold))
     return host
 
 
