@@ -476,11 +476,13 @@ class OpenAICompatEngine(Engine):
         finally:
             reader.skipped = skipped + events.skipped
             events.close()
-        if turn.cancel.is_set() or reader.finish is not None or events.done:
+        if turn.cancel.is_set() or reader.finish is not None:
             return None
-        if reader.chunks == chunks and events.skipped:
+        if reader.chunks == chunks and events.skipped:  # junk, even when it ends with [DONE]
             raise EngineError(f"{self.server} sent no readable chunk ({events.skipped} malformed lines): it does "
                               "not look OpenAI-compatible. Check --base-url.", "not_openai")
+        if events.done:
+            return None
         raise EngineError(f"{self.server} ended the stream before the reply was finished. It may have stopped; "
                           "send again once it is back.", "connection_lost")
 
