@@ -46,6 +46,7 @@ class MlxEngine(Engine):
         self._conversations = ConversationCaches()
         self._active: Turn | None = None
         self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
+        self._unloading = False
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
@@ -97,6 +98,8 @@ class MlxEngine(Engine):
     def _prepare(self, options: GenerationOptions) -> None:
         from mlx_vlm import apc
 
+        if self._unloading:  # settings changes queued before an unload: nothing left to prepare for
+            return
         if not options.prefix_cache:
             if self._apc is not None or self._prefix is not None:
                 self._apc, self._apc_entries, self._primed_system, self._prefix = None, None, None, None
@@ -259,6 +262,7 @@ class MlxEngine(Engine):
             active.cancel.set()
 
     def unload(self) -> None:
+        self._unloading = True
         self.cancel_all()
         self._thread.submit(self._unload).result()
 
