@@ -207,6 +207,8 @@ class Decoder:
                     self.drafter.accept(state.drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
                                         verified.hidden[:, reuse:kept], sampling)
                     planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
+                # The next round computes while the caller handles this one's tokens.
+                mx.async_eval(planned[0], planned[2].tokens if sampling.greedy else planned[2].logits)
                 from_draft = min(accepted, kept)
                 yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
         finally:
