@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run install system-deps test test-install browser bench
+.PHONY: run install system-deps test test-install browser bench soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,9 @@ test: test-install
 bench: install
 	$(BIN)/python -m benchmarks.streaming
 	$(BIN)/python -m benchmarks.blas
+
+# Long runs: the protocol fuzz (hypothesis comes with the test extra) and the soak on the demo model.
+soak: install
+	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/python -m benchmarks.fuzz
+	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
