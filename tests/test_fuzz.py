@@ -4,6 +4,7 @@ a real socket to a real server, fake engine and MLX on the tiny model."""
 import pytest
 
 from benchmarks.fuzz import fuzz, tracebacks
+from benchmarks.harness import get_json
 
 
 @pytest.mark.parametrize("engine", ["fake", "mlx"])
@@ -12,5 +13,6 @@ def test_fuzzed_frames_break_nothing(start_server, tiny_model, engine):
     server.wait_ready()
     fuzzer = fuzz(server, 400 if engine == "fake" else 250)  # raises on the first broken promise
     assert fuzzer.sent >= 250 and fuzzer.replies > 0 and sum(fuzzer.codes.values()) > 0
+    assert get_json(server.url + "/api/health")["engine"]["name"] == engine  # no fuzzed frame switched it
     assert server.stop() == 0
     assert tracebacks(server) == [], "".join(server.lines[-60:])
