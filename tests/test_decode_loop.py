@@ -330,3 +330,19 @@ def test_a_short_system_prompt_is_primed_too(engine):
                 messages=[Message("user", "What is 12 + 30?")])
     _, done = _drain(engine, turn)
     assert done.stats["cached_tokens"] == len(prefix)
+
+
+def test_a_burst_of_settings_changes_prepares_once_for_the_newest(engine, monkeypatch):
+    import time
+
+    prepared = []
+
+    def slow(options):
+        time.sleep(0.2)
+        prepared.append(options.system_prompt)
+
+    monkeypatch.setattr(engine, "_prepare", slow)
+    for i in range(6):
+        engine.prepare(GenerationOptions(system_prompt=f"Prompt {i}."))
+    engine._thread.submit(lambda: None).result()  # every queued job has run
+    assert prepared[-1] == "Prompt 5." and len(prepared) <= 2

@@ -47,6 +47,7 @@ class MlxEngine(Engine):
         self._active: Turn | None = None
         self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
         self._unloading = False
+        self._wanted: GenerationOptions | None = None  # the newest settings not yet prepared for
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
@@ -84,7 +85,14 @@ class MlxEngine(Engine):
     def prepare(self, options: GenerationOptions) -> None:
         """Settings changed: rebuild the prefix cache or prime a new system prompt, off the caller's thread."""
         if self._loaded is not None:
-            self._in_background(self._prepare, options)
+            self._wanted = options
+            self._in_background(self._prepare_latest)
+
+    def _prepare_latest(self) -> None:
+        """A burst of settings changes warms up once, for the newest: earlier jobs find it taken."""
+        options, self._wanted = self._wanted, None
+        if options is not None:
+            self._prepare(options)
 
     def _in_background(self, work, *args) -> None:
         """Run ``work`` on the model thread without waiting; a failure is logged, never lost."""
