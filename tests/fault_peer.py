@@ -17,6 +17,16 @@ ANSWER = ["Hello", " from", " the", " peer."]
 HANG_S = 30.0  # the longest a hanging request holds its connection
 
 
+def send_json(handler: BaseHTTPRequestHandler, status: int, body: dict) -> None:
+    """A whole JSON response from a test server's handler."""
+    data = json.dumps(body).encode()
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 class FaultPeer:
     def __init__(self):
         self.fault = "ok"
@@ -101,9 +111,4 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _json(self, status: int, body: dict) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, body)

@@ -13,6 +13,7 @@ import requests
 from safetensors.numpy import save_file
 
 from demo_model import DEFAULT_MODEL
+from tests.fault_peer import send_json
 from webapp import models
 
 
@@ -144,12 +145,7 @@ class Daemon:
                     self.reply(404, {"error": "no such route"})
 
             def reply(self, status, body):
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                send_json(self, status, body)
 
             def log_message(self, *args):
                 pass
