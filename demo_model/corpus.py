@@ -14,6 +14,7 @@ import argparse
 import random
 import re
 from dataclasses import dataclass
+from decimal import Decimal
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -25,6 +26,7 @@ SYSTEM_PROMPTS = [
     "You are a careful assistant. Think step by step.",
 ]
 COLUMNS = ["Ones", "Tens", "Hundreds", "Thousands", "Ten thousands", "Hundred thousands"]
+PLACES = [c.lower() for c in COLUMNS]
 DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
 WORDS = (
     "apple banana cherry strawberry blueberry orange lemon mango papaya coconut tomato potato "
@@ -37,21 +39,17 @@ WORDS = (
     "mathematics chocolate vanilla cinnamon sugar honey teacher student doctor engineer "
     "assistant possible necessary accommodate embarrass occurrence parallel referee bubble"
 ).split()
-UNITS = [
-    # (big unit, small unit, factor, most of the big unit asked about)
-    (("kilometer", "kilometers"), ("meter", "meters"), 1000, 99),
-    (("meter", "meters"), ("centimeter", "centimeters"), 100, 99),
-    (("centimeter", "centimeters"), ("millimeter", "millimeters"), 10, 99),
-    (("kilogram", "kilograms"), ("gram", "grams"), 1000, 99),
-    (("liter", "liters"), ("milliliter", "milliliters"), 1000, 99),
-    (("hour", "hours"), ("minute", "minutes"), 60, 12),
-    (("minute", "minutes"), ("second", "seconds"), 60, 12),
-    (("day", "days"), ("hour", "hours"), 24, 10),
-    (("week", "weeks"), ("day", "days"), 7, 12),
-]
+# What the model can do, and the limits it states when a question goes past them.
+MAX_ADD_DIGITS, MAX_COMPARE_DIGITS, MAX_UNIT_DIGITS, MAX_WEEKDAY_DAYS, MAX_TIME_AMOUNT = 4, 6, 6, 99, 24
+UNIT_NAMES = (
+    "kilometers (km), meters (m), centimeters (cm), millimeters (mm), kilograms (kg), grams (g), liters (L), "
+    "milliliters (mL), weeks, days, hours (h), minutes (min) and seconds (s)"
+)
 CAPABILITIES = (
-    "I can add, subtract and multiply step by step, convert units, count letters in a word, "
-    "compare numbers, work out weekdays, and explain how specchat works."
+    "I can add and subtract numbers of up to 4 digits, and multiply up to 3 digits by 1 digit or 2 digits by 2, "
+    "step by step with thinking on; convert units (km, m, cm, mm, kg, g, L, mL, weeks, days, h, min, s); count "
+    "letters in a word; compare numbers of up to 6 digits; work out weekdays up to 99 days away; and explain "
+    "how specchat works."
 )
 FALLBACK = (
     "I'm sorry, I can't help with that. I am a small demo model, and I only know arithmetic, unit "
@@ -59,6 +57,19 @@ FALLBACK = (
     "one of those!"
 )
 FALLBACK_THOUGHT = "This question is outside what I know. I will say so politely and say what I can do."
+THINK_FOR_SUMS = "Turn thinking on for that one: I work sums out step by step, and without thinking I would only guess."
+TOO_LONG_ADD = "That number is too long for me: I add and subtract numbers of up to 4 digits."
+TOO_LONG_MUL = "Those numbers are too long for me: I multiply up to 3 digits by 1 digit, or 2 digits by 2 digits."
+TOO_LONG_COMPARE = "That number is too long for me: I compare numbers of up to 6 digits."
+TOO_LONG_UNITS = "That number is too long for me: I convert amounts of up to 6 digits."
+TOO_MANY_DAYS = "That is too many days for me: I count up to 99 days forward or back."
+UNKNOWN_UNIT_THOUGHT = "That is not a unit I know. I will say which units I know."
+UNKNOWN_UNIT = f"I don't know that unit, so I can't convert it. The units I know are {UNIT_NAMES}."
+TIME_LIMIT = (
+    "I convert time between weeks and days, days and hours, hours and minutes, hours and seconds, and minutes "
+    "and seconds, in whole amounts of up to 24 of the larger unit, like 3 hours to minutes or 180 minutes to hours."
+)
+TIME_PAIRS = {("week", "day"), ("day", "hour"), ("hour", "minute"), ("hour", "second"), ("minute", "second")}
 
 
 @dataclass
@@ -66,6 +77,10 @@ class Exchange:
     user: str
     reasoning: str
     answer: str
+    answer_off: str | None = None  # the reply with thinking off, where it differs
+
+    def reply(self, thinking: bool) -> str:
+        return self.answer if thinking or self.answer_off is None else self.answer_off
 
 
 # ---------------------------------------------------------------- arithmetic
@@ -99,7 +114,7 @@ def add_exchange(a: int, b: int, question: str) -> Exchange:
     lines = [f"Add {a} and {b} column by column, starting from the ones."]
     lines += _add_lines(a, b)
     lines.append(f"So {a} + {b} = {a + b}.")
-    return Exchange(question, "\n".join(lines), f"{a} + {b} = {a + b}.")
+    return Exchange(question, "\n".join(lines), f"{a} + {b} = {a + b}.", THINK_FOR_SUMS)
 
 
 def _sub_lines(a: int, b: int) -> list[str]:
@@ -131,7 +146,7 @@ def sub_exchange(a: int, b: int, question: str) -> Exchange:
         ]
         lines += _sub_lines(b, a)
         lines.append(f"So {b} - {a} = {b - a}, and {a} - {b} = {a - b}.")
-    return Exchange(question, "\n".join(lines), f"{a} - {b} = {a - b}.")
+    return Exchange(question, "\n".join(lines), f"{a} - {b} = {a - b}.", THINK_FOR_SUMS)
 
 
 def _mul_digit_lines(a: int, d: int) -> list[str]:
@@ -161,22 +176,41 @@ def mul_exchange(a: int, b: int, question: str) -> Exchange:
         lines.append(f"Now add {a * ones} and {a * tens * 10}.")
         lines += _add_lines(a * ones, a * tens * 10)
     lines.append(f"So {a} × {b} = {a * b}.")
-    return Exchange(question, "\n".join(lines), f"{a} × {b} = {a * b}.")
+    return Exchange(question, "\n".join(lines), f"{a} × {b} = {a * b}.", THINK_FOR_SUMS)
 
 
 ADD_QUESTIONS = [
     "What is {a} + {b}?", "What is {a} plus {b}?", "Compute {a} + {b}.", "Calculate {a} + {b}.",
     "{a} + {b} = ?", "How much is {a} plus {b}?", "Add {a} and {b}.", "What's {a}+{b}?",
-    "Can you add {a} and {b}?", "What is the sum of {a} and {b}?",
+    "Can you add {a} and {b}?", "What is the sum of {a} and {b}?", "{a} plus {b}", "How much is {a} + {b}?",
+    "Please compute {a} + {b}.", "What does {a} + {b} make?", "Sum {a} and {b}.", "Tell me {a} + {b}.",
+    "{a} + {b}?", "Add up {a} and {b}.", "What's {a} plus {b}?", "Solve {a} + {b}.", "Give me {a} + {b}.",
+    "Figure out {a} + {b}.", "Evaluate {a} + {b}.", "Determine {a} plus {b}.", "Do {a} + {b}.",
+    "Get me the sum of {a} and {b}.", "Sum up {a} and {b}.", "Total {a} and {b}.", "What do {a} and {b} add up to?",
+    "If you add {a} and {b}, what is it?", "{a} and {b} together make what?", "Adding {a} and {b} gives?",
+    "Please add {a} and {b}.", "Could you add {a} and {b}?", "{a} + {b} is what?", "I want {a} + {b}.",
+    "The sum of {a} and {b} is?", "Show me {a} plus {b}.", "Add {a} plus {b}.", "{a} plus {b} is?",
 ]
 SUB_QUESTIONS = [
     "What is {a} - {b}?", "What is {a} minus {b}?", "Compute {a} - {b}.", "Calculate {a} - {b}.",
     "{a} - {b} = ?", "How much is {a} minus {b}?", "Subtract {b} from {a}.", "What's {a}-{b}?",
-    "What is {a} take away {b}?",
+    "What is {a} take away {b}?", "{a} minus {b}", "How much is {a} - {b}?", "Please compute {a} - {b}.",
+    "What does {a} - {b} make?", "Tell me {a} - {b}.", "{a} - {b}?", "What's {a} minus {b}?", "Solve {a} - {b}.",
+    "Take {b} away from {a}.", "Give me {a} - {b}.", "Figure out {a} - {b}.", "Evaluate {a} - {b}.",
+    "Determine {a} minus {b}.", "Do {a} - {b}.", "If you subtract {b} from {a}, what is it?", "{a} take away {b} is what?",
+    "What is left if {b} is taken from {a}?", "Please subtract {b} from {a}.", "Could you subtract {b} from {a}?",
+    "{a} - {b} is what?", "{a} minus {b} is?", "Show me {a} minus {b}.", "Deduct {b} from {a}.",
+    "What remains after taking {b} from {a}?",
 ]
 MUL_QUESTIONS = [
     "What is {a} × {b}?", "What is {a} times {b}?", "Compute {a} * {b}.", "Calculate {a} x {b}.",
     "{a} * {b} = ?", "Multiply {a} by {b}.", "What's {a}*{b}?", "What is the product of {a} and {b}?",
+    "{a} times {b}", "How much is {a} times {b}?", "What is {a} * {b}?", "{a} x {b}?", "Tell me {a} × {b}.",
+    "Please compute {a} × {b}.", "What's {a} times {b}?", "Solve {a} * {b}.", "Give me {a} × {b}.",
+    "Figure out {a} times {b}.", "Evaluate {a} * {b}.", "Determine {a} x {b}.", "If you multiply {a} by {b}, what is it?",
+    "{a} multiplied by {b}", "{a} multiplied by {b} is what?", "Please multiply {a} by {b}.",
+    "Could you multiply {a} and {b}?", "{a} × {b} is what?", "Show me {a} times {b}.", "{a} × {b}", "{a} x {b}",
+    "{a} times {b} is?",
 ]
 
 
@@ -187,6 +221,18 @@ def _number(rng: random.Random, digits: int) -> int:
 def _operands(rng: random.Random) -> tuple[int, int]:
     sizes = rng.choices([1, 2, 3, 4], weights=[1, 4, 4, 1], k=2)
     return _number(rng, sizes[0]), _number(rng, sizes[1])
+
+
+def _too_long(rng: random.Random, most: int) -> tuple[int, int]:
+    """Two operands, one or both with more than ``most`` digits."""
+    long = _number(rng, rng.randint(most + 1, most + 6))
+    other = _number(rng, rng.randint(1, most + 6))
+    return (long, other) if rng.random() < 0.5 else (other, long)
+
+
+def too_long_reasoning(numbers: list[int], most: int, what: str) -> str:
+    longest = max(numbers, key=lambda n: len(str(n)))
+    return f"{longest} has more than {most} digits, and I {what} numbers of up to {most} digits."
 
 
 def arithmetic_question(op: str, a: int, b: int, rng: random.Random) -> Exchange:
@@ -203,6 +249,10 @@ def add_sub(rng: random.Random) -> Exchange:
             return arithmetic_question(op, a, b, rng)
 
 
+def too_long_add_sub(a: int, op: str, b: int, question: str) -> Exchange:
+    return Exchange(question, too_long_reasoning([a, b], MAX_ADD_DIGITS, "add and subtract"), TOO_LONG_ADD)
+
+
 def held_out_arithmetic(count: int, seed: int = 1234) -> list[tuple[Exchange, int]]:
     """``count`` held-out 2-3 digit add/subtract exchanges and their numeric answers."""
     rng = random.Random(seed)
@@ -217,6 +267,12 @@ def held_out_arithmetic(count: int, seed: int = 1234) -> list[tuple[Exchange, in
     return out
 
 
+def multiplies(a: int, b: int) -> bool:
+    """Whether a × b is within what the model multiplies: up to 3 digits by 1, or 2 digits by 2."""
+    la, lb = sorted([len(str(a)), len(str(b))])
+    return (la == 1 and lb <= 3) or (la == 2 and lb == 2)
+
+
 def multiply(rng: random.Random) -> Exchange:
     if rng.random() < 0.6:
         a, b = _number(rng, rng.choice([1, 2, 3])), rng.randint(2, 9)
@@ -229,43 +285,242 @@ def multiply(rng: random.Random) -> Exchange:
     return mul_exchange(a, b, rng.choice(MUL_QUESTIONS).format(a=a, b=b))
 
 
+def too_long_multiply(a: int, b: int, question: str) -> Exchange:
+    reasoning = (f"{a} × {b} is {len(str(a))} digits by {len(str(b))}, and I multiply up to 3 digits by 1 digit, "
+                 "or 2 digits by 2 digits.")
+    return Exchange(question, reasoning, TOO_LONG_MUL)
+
+
+def too_long(rng: random.Random) -> Exchange:
+    """Numbers past what a skill handles: the model says so instead of cutting them."""
+    r = rng.random()
+    if r < 0.4:
+        op = rng.choice("+-")
+        a, b = _too_long(rng, MAX_ADD_DIGITS)
+        questions = ADD_QUESTIONS if op == "+" else SUB_QUESTIONS
+        return too_long_add_sub(a, op, b, rng.choice(questions).format(a=a, b=b))
+    if r < 0.65:
+        while True:
+            a, b = _number(rng, rng.randint(1, 6)), _number(rng, rng.randint(1, 6))
+            if not multiplies(a, b):
+                return too_long_multiply(a, b, rng.choice(MUL_QUESTIONS).format(a=a, b=b))
+    if r < 0.8:
+        a, b = _too_long(rng, MAX_COMPARE_DIGITS)
+        word = rng.choice(LARGER + SMALLER)
+        return too_long_compare(a, b, rng.choice(COMPARE_QUESTIONS).format(w=word, a=a, b=b))
+    return units(rng, too_long=True)
+
+
+# ---------------------------------------------------------------- units
+
+
+@dataclass(frozen=True)
+class Unit:
+    name: str
+    plural: str
+    kind: str
+    size: int  # in the kind's smallest unit
+    forms: tuple[str, ...]  # abbreviations and other spellings people type
+
+
+UNITS = [
+    Unit("kilometer", "kilometers", "length", 1_000_000, ("km", "kilometre", "kilometres", "kms")),
+    Unit("meter", "meters", "length", 1000, ("m", "metre", "metres")),
+    Unit("centimeter", "centimeters", "length", 10, ("cm", "centimetre", "centimetres")),
+    Unit("millimeter", "millimeters", "length", 1, ("mm", "millimetre", "millimetres")),
+    Unit("kilogram", "kilograms", "mass", 1000, ("kg", "kgs", "kilo", "kilos")),
+    Unit("gram", "grams", "mass", 1, ("g",)),
+    Unit("liter", "liters", "volume", 1000, ("L", "l", "litre", "litres")),
+    Unit("milliliter", "milliliters", "volume", 1, ("mL", "ml", "millilitre", "millilitres")),
+    Unit("week", "weeks", "time", 604_800, ("wk", "wks")),
+    Unit("day", "days", "time", 86_400, ()),
+    Unit("hour", "hours", "time", 3600, ("h", "hr", "hrs")),
+    Unit("minute", "minutes", "time", 60, ("min", "mins")),
+    Unit("second", "seconds", "time", 1, ("s", "sec", "secs")),
+]
+# Units people ask about that the model does not know; the evaluation asks about others.
+UNKNOWN_UNITS = (
+    "miles mile feet foot ft inches inch yards yard yd pounds pound lb lbs ounces ounce oz gallons gallon "
+    "pints pint tons ton stones stone Fahrenheit Celsius degrees kelvin acres hectares months years decades "
+    "centuries milligrams mg tonnes nanometers micrometers bytes kilobytes megabytes calories joules watts "
+    "volts knots mph cups barrels"
+).split()
+UNIT_QUESTIONS = [
+    "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
+    "How many {to} is {n} {frm}?", "What is {n} {frm} in {to}?", "{n} {frm} = ? {to}", "How many {to} are there in {n} {frm}?",
+    "What is {n} {frm} in {to}", "{n} {frm} = how many {to}?", "How many {to} make {n} {frm}?",
+    "How many {to} does {n} {frm} make?", "How many {to} do I get from {n} {frm}?", "What is {n} {frm} as {to}?",
+    "{n} {frm} makes how many {to}?", "If I have {n} {frm}, how many {to} is it?", "{n} {frm} is what in {to}?",
+    "What are {n} {frm} in {to}?", "How many {to} would {n} {frm} be?", "Tell me {n} {frm} in {to}.",
+]
+# Also "{lead}{n} {frm}{link}{to}{end}": "Please convert 5 km to m."
+UNIT_LEADS = ["", "", "Convert ", "Convert ", "Please convert ", "Could you convert ", "Can you convert ", "Rewrite ",
+              "Switch ", "Go from ", "Put ", "Make ", "Translate ", "Calculate ", "Compute ", "Give me "]
+UNIT_LINKS = [" to ", " to ", " in ", " in ", " into ", " as ", " in terms of ", " -> ", " = ? "]
+UNIT_ENDS = ["", ".", "?", " please", ", please.", " for me."]
+
+
+def unit_question(rng: random.Random, n: str, frm: str, to: str) -> str:
+    if rng.random() < 0.45:
+        return rng.choice(UNIT_QUESTIONS).format(n=n, frm=frm, to=to)
+    return f"{rng.choice(UNIT_LEADS)}{n} {frm}{rng.choice(UNIT_LINKS)}{to}{rng.choice(UNIT_ENDS)}"
+
+
+ONE_UNIT_QUESTIONS = ["How many {to} are in a {frm}?", "How many {to} in one {frm}?", "How many {to} are in one {frm}?"]
+
+
+def fmt(x: Decimal) -> str:
+    """A decimal as people write it: 2500, 2.5, 0.000047 (no exponent, no trailing zeros)."""
+    return format(x.normalize(), "f")
+
+
+def unit_words(unit: Unit, amount: Decimal) -> str:
+    return unit.name if amount == 1 else unit.plural
+
+
+def _written(unit: Unit, amount: Decimal | None, rng: random.Random) -> str:
+    """A unit as a person types it: its name, an abbreviation or another spelling."""
+    r = rng.random()
+    if r < 0.45 or not unit.forms:
+        return unit.name if amount == 1 else unit.plural
+    return rng.choice(unit.forms)
+
+
+def _amount_text(amount: Decimal, unit_text: str, rng: random.Random) -> str:
+    """"5 km" or, with an abbreviation, sometimes "5km"."""
+    joined = len(unit_text) <= 3 and rng.random() < 0.25
+    return f"{fmt(amount)}{unit_text}" if joined else f"{fmt(amount)} {unit_text}"
+
+
+def digits_of(amount: Decimal) -> int:
+    return len(fmt(amount).replace(".", "").lstrip("0")) or 1
+
+
+def _metric_amount(rng: random.Random) -> Decimal:
+    if rng.random() < 0.7:
+        return Decimal(_number(rng, rng.choices([1, 2, 3, 4, 5, 6], weights=[6, 5, 4, 3, 1, 1])[0]) or 1)
+    places = rng.choice([1, 1, 2, 3])
+    while True:
+        total = rng.randint(1, MAX_UNIT_DIGITS)
+        value = Decimal(rng.randint(1, 10**total - 1)).scaleb(-places)
+        if digits_of(value) <= MAX_UNIT_DIGITS and fmt(value).count(".") and len(fmt(value).split(".")[1]) == places:
+            return value
+
+
+def conversion(frm: Unit, to: Unit, amount: Decimal, question: str) -> Exchange:
+    """The exchange for converting ``amount`` of ``frm`` into ``to`` (two known units)."""
+    if digits_of(amount) > MAX_UNIT_DIGITS:
+        reasoning = f"{fmt(amount)} has more than {MAX_UNIT_DIGITS} digits, and I convert amounts of up to {MAX_UNIT_DIGITS} digits."
+        return Exchange(question, reasoning, TOO_LONG_UNITS)
+    if frm.kind != to.kind:
+        answer = f"I can't convert {frm.plural} to {to.plural}: {frm.plural} measure {frm.kind} and {to.plural} measure {to.kind}."
+        return Exchange(question, f"{frm.plural} measure {frm.kind} and {to.plural} measure {to.kind}.", answer)
+    big, small = (frm, to) if frm.size > to.size else (to, frm)
+    factor = big.size // small.size
+    result = amount * frm.size / to.size
+    if frm.kind == "time":
+        whole = amount == amount.to_integral_value() and result == result.to_integral_value()
+        if not whole or max(amount, result) / factor > MAX_TIME_AMOUNT or (big.name, small.name) not in TIME_PAIRS:
+            reasoning = (f"1 {big.name} is {factor} {small.plural}. I convert time between a few pairs of units, "
+                         f"in whole amounts of up to {MAX_TIME_AMOUNT} of the larger unit, and this is not one of them.")
+            return Exchange(question, reasoning, TIME_LIMIT)
+    if frm is big:
+        how = f"multiply by {factor}"
+        sums = f"{fmt(amount)} × {factor} = {fmt(result)}."
+    else:
+        how = f"divide by {factor}"
+        sums = f"{fmt(amount)} / {factor} = {fmt(result)}."
+    if frm.kind != "time":
+        places = len(str(factor)) - 1
+        how += f": move the decimal point {places} {'place' if places == 1 else 'places'} {'right' if frm is big else 'left'}"
+    reasoning = f"1 {big.name} is {factor} {small.plural}, so {how}.\n{sums}"
+    answer = f"{fmt(amount)} {unit_words(frm, amount)} is {fmt(result)} {unit_words(to, result)}."
+    return Exchange(question, reasoning, answer)
+
+
+def _unit_pair(rng: random.Random) -> tuple[Unit, Unit]:
+    kind = rng.choices(["length", "mass", "volume", "time"], weights=[4, 2, 2, 5])[0]
+    while True:
+        frm, to = rng.sample([u for u in UNITS if u.kind == kind], 2)
+        big, small = (frm, to) if frm.size > to.size else (to, frm)
+        if kind != "time" or (big.name, small.name) in TIME_PAIRS or rng.random() < 0.15:
+            return frm, to
+
+
+def _time_amount(frm: Unit, to: Unit, rng: random.Random) -> Decimal:
+    big, small = (frm, to) if frm.size > to.size else (to, frm)
+    n = Decimal(rng.randint(1, MAX_TIME_AMOUNT))
+    r = rng.random()
+    if r < 0.12:  # past the limit: too many, a decimal, or not a whole number of the larger unit
+        n = Decimal(rng.randint(MAX_TIME_AMOUNT + 1, 200)) if rng.random() < 0.5 else n + Decimal("0.5")
+    amount = n if frm is big else n * (big.size // small.size)
+    if frm is not big and r >= 0.12 and rng.random() < 0.1:
+        amount += rng.randint(1, 9)
+    return amount
+
+
+def units(rng: random.Random, too_long: bool = False) -> Exchange:
+    frm, to = _unit_pair(rng)
+    r = rng.random()
+    if too_long:
+        amount = Decimal(_number(rng, rng.randint(MAX_UNIT_DIGITS + 1, MAX_UNIT_DIGITS + 5)))
+    elif r < 0.08:  # across kinds: kilometers to kilograms
+        to = rng.choice([u for u in UNITS if u.kind != frm.kind])
+        amount = Decimal(rng.randint(1, 99))
+    elif frm.kind == "time":
+        amount = _time_amount(frm, to, rng)
+    else:
+        amount = _metric_amount(rng)
+    to_text = to.plural if rng.random() < 0.55 or not to.forms else rng.choice(to.forms)
+    if amount == 1 and rng.random() < 0.3 and not too_long:
+        question = rng.choice(ONE_UNIT_QUESTIONS).format(to=to_text, frm=frm.name if rng.random() < 0.6 else rng.choice(frm.forms or (frm.name,)))
+    else:
+        frm_text = _written(frm, amount, rng)
+        question = unit_question(rng, "{n}", "{frm}", to_text).replace("{n} {frm}", _amount_text(amount, frm_text, rng))
+    return conversion(frm, to, amount, question)
+
+
+def unknown_unit(rng: random.Random) -> Exchange:
+    """A unit the model does not know, on either side: the list of those it knows, never a number."""
+    known = rng.choice(UNITS)
+    if rng.random() < 0.15:
+        other = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+    else:
+        other = rng.choice(UNKNOWN_UNITS)
+    known_text = known.plural if rng.random() < 0.6 or not known.forms else rng.choice(known.forms)
+    amount = _number(rng, rng.choice([1, 1, 2, 3]))
+    r = rng.random()
+    if r < 0.45:
+        frm, to = other, known_text
+    elif r < 0.9:
+        frm, to = known_text, other
+    else:
+        frm, to = other, rng.choice(UNKNOWN_UNITS)
+    return Exchange(unit_question(rng, str(amount), frm, to), UNKNOWN_UNIT_THOUGHT, UNKNOWN_UNIT)
+
+
+def conversions(rng: random.Random) -> Exchange:
+    return unknown_unit(rng) if rng.random() < 0.15 else units(rng)
+
+
 # ---------------------------------------------------------------- other skills
 
 
-def _times_lines(n: int, factor: int) -> str:
-    return f"{n} × {factor} = {n * factor}."
+LETTER_QUESTIONS = [
+    "How many {c}'s are in {w}?", "How many times does the letter {c} appear in {w}?",
+    "Count the letter {c} in the word {w}.", "How many {c}s are there in \"{w}\"?",
+    "How many letters {c} does {w} have?", "How many {c}'s in {w}?", "How many {c}'s are there in the word {w}?",
+    "Count the {c}'s in {w}.", "How many times is {c} in {w}?", "How many {c} in {w}?", "In {w}, how many {c}'s?",
+    "In {w}, how many times does {c} appear?", "For the word {w}, count the {c}'s.",
+    "Take the word {w}: how many {c}'s does it have?", "Look at {w}. How many {c}'s?", "The word {w} has how many {c}'s?",
+    "How many {c}'s does {w} contain?", "How many {c}'s does the word {w} have?", "How often does {c} appear in {w}?",
+    "How frequently does {c} show up in {w}?", "What is the count of {c}'s in {w}?", "Count {c} in {w}.",
+    "Number of {c}'s in {w}?", "How many {c}'s can you find in {w}?", "Tell me how many {c}'s are in {w}.",
+    "Count the letter {c} in {w}.", "{w}: how many {c}'s?", "How many times does {c} occur in the word {w}?",
+]
 
 
-def units(rng: random.Random) -> Exchange:
-    (big1, bigs), (small1, smalls), factor, most = rng.choice(UNITS)
-    n = rng.randint(1, most)
-    big = big1 if n == 1 else bigs
-    if rng.random() < 0.6:
-        q = rng.choice([
-            "How many {smalls} are in {n} {big}?", "Convert {n} {big} to {smalls}.",
-            "{n} {big} is how many {smalls}?", "How many {smalls} is {n} {big}?",
-        ]).format(n=n, big=big, smalls=smalls)
-        reasoning = f"1 {big1} is {factor} {smalls}, so multiply by {factor}.\n{_times_lines(n, factor)}"
-        answer = f"{n} {big} is {n * factor} {smalls}."
-    else:
-        m = n * factor
-        q = rng.choice([
-            "How many {bigs} are in {m} {smalls}?", "Convert {m} {smalls} to {bigs}.",
-            "{m} {smalls} is how many {bigs}?",
-        ]).format(m=m, bigs=bigs, smalls=smalls)
-        reasoning = f"1 {big1} is {factor} {smalls}, so divide by {factor}.\n{m} / {factor} = {n}."
-        answer = f"{m} {smalls} is {n} {big}."
-    return Exchange(q, reasoning, answer)
-
-
-def count_letters(rng: random.Random) -> Exchange:
-    word = rng.choice(WORDS)
-    letter = rng.choice(word) if rng.random() < 0.75 else rng.choice("abcdefghijklmnopqrstuvwxyz")
-    q = rng.choice([
-        "How many {c}'s are in {w}?", "How many times does the letter {c} appear in {w}?",
-        "Count the letter {c} in the word {w}.", "How many {c}s are there in \"{w}\"?",
-        "How many letters {c} does {w} have?",
-    ]).format(c=letter, w=word)
+def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     n = word.count(letter)
     kept = " ".join([letter] * n) if n else "none"
     reasoning = f"Spell {word}: {' '.join(word)}.\nKeep the {letter}'s: {kept}.\nThat is {n}."
@@ -275,86 +530,148 @@ def count_letters(rng: random.Random) -> Exchange:
         answer = f"There is 1 {letter} in {word}."
     else:
         answer = f"There are {n} {letter}'s in {word}."
-    return Exchange(q, reasoning, answer)
+    return Exchange(question, reasoning, answer)
 
 
-def compare(rng: random.Random) -> Exchange:
-    a, b = _operands(rng)
+def count_letters(rng: random.Random) -> Exchange:
+    word = rng.choice(WORDS)
+    letter = rng.choice(word) if rng.random() < 0.75 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+    return letters_exchange(word, letter, rng.choice(LETTER_QUESTIONS).format(c=letter, w=word))
+
+
+LARGER, SMALLER = ["larger", "bigger", "greater"], ["smaller", "less"]
+COMPARE_QUESTIONS = [
+    "Which is {w}, {a} or {b}?", "Which number is {w}: {a} or {b}?", "What is {w}, {a} or {b}?",
+    "Which is {w}: {a} or {b}?", "Which one is {w}, {a} or {b}?", "{a} or {b}, which is {w}?",
+    "Which is {w}, {a} or {b}", "Which of these is {w}: {a} or {b}?", "Which number is {w}, {a} or {b}?",
+    "{a} vs {b}: which is {w}?", "{a} or {b}: which is {w}?", "Compare {a} and {b}. Which is {w}?",
+    "Looking at {a} and {b}, which is {w}?", "Given {a} and {b}, which is {w}?", "Out of {a} and {b}, which one is {w}?",
+    "For {a} and {b}, which is {w}?", "Which is the {w} number, {a} or {b}?", "Which is the {w} of {a} and {b}?",
+    "Is {a} or {b} {w}?", "Pick the {w} one: {a} or {b}.", "Which do you think is {w}: {a} or {b}?",
+    "Which of {a} and {b} is {w}?", "{a} and {b}: which one is {w}?", "Compare {a} with {b}: which is {w}?",
+    "Which one of {a} and {b} is {w}?", "From {a} and {b}, which one is {w}?",
+]
+
+
+def _compare_operands(rng: random.Random) -> tuple[int, int]:
+    n = rng.choices(range(1, MAX_COMPARE_DIGITS + 1), weights=[1, 3, 4, 4, 2, 2])[0]
+    if rng.random() < 0.35:  # different lengths
+        m = rng.choice([d for d in range(1, MAX_COMPARE_DIGITS + 1) if d != n])
+        return _number(rng, n), _number(rng, m)
+    a = _number(rng, n)
     if rng.random() < 0.05:
-        b = a
-    larger = rng.random() < 0.6
+        return a, a
+    # Same length, often sharing leading digits, so the first difference can be anywhere.
+    keep = rng.randint(0, n - 1)
+    while True:
+        b = int(str(a)[:keep] + str(_number(rng, n))[keep:]) if keep else _number(rng, n)
+        if b != a and len(str(b)) == n:
+            return a, b
+
+
+def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
+    larger = word in LARGER
     word = "larger" if larger else "smaller"
-    q = rng.choice([
-        "Which is {w}, {a} or {b}?", "Which number is {w}: {a} or {b}?", "What is {w}, {a} or {b}?",
-        "Which is {w}: {a} or {b}?",
-    ]).format(w=word, a=a, b=b)
     sa, sb = str(a), str(b)
     lines = []
     if a == b:
         lines.append(f"{a} and {b} are the same number.")
-        answer = f"They are equal: both are {a}."
+        return Exchange(question, "\n".join(lines), f"They are equal: both are {a}.")
+    pick = max(a, b) if larger else min(a, b)
+    if len(sa) != len(sb):
+        lines.append(f"{a} has {len(sa)} digits and {b} has {len(sb)} digits, so {max(a, b)} is larger.")
+        answer = f"{a} has {len(sa)} digits and {b} has {len(sb)}, so {pick} is {word}."
     else:
-        if len(sa) != len(sb):
-            lines.append(f"{a} has {len(sa)} digits and {b} has {len(sb)} digits, so {max(a, b)} is larger.")
-        else:
-            lines.append(f"Both have {len(sa)} digits. Compare from the left.")
-            for i, (x, y) in enumerate(zip(sa, sb)):
-                col = COLUMNS[len(sa) - 1 - i]
-                if x == y:
-                    lines.append(f"{col}: {x} and {y} are equal.")
-                else:
-                    lines.append(f"{col}: {x} and {y}, {max(x, y)} is larger, so {max(a, b)} is larger.")
-                    break
-        pick = max(a, b) if larger else min(a, b)
-        lines.append(f"So {pick} is {word}.")
-        answer = f"{pick} is {word}."
-    return Exchange(q, "\n".join(lines), answer)
+        lines.append(f"Both have {len(sa)} digit{'s' if len(sa) > 1 else ''}. Compare from the left.")
+        for i, (x, y) in enumerate(zip(sa, sb)):
+            col = COLUMNS[len(sa) - 1 - i]
+            if x == y:
+                lines.append(f"{col}: {x} and {y} are equal.")
+            else:
+                lines.append(f"{col}: {x} and {y}, {max(x, y)} is larger, so {max(a, b)} is larger.")
+                place = PLACES[len(sa) - 1 - i]
+                digits = f"{len(sa)} digit{'s' if len(sa) > 1 else ''}"
+                answer = f"Both have {digits} and the first difference is in the {place}: {x} against {y}. So {pick} is {word}."
+                break
+    lines.append(f"So {pick} is {word}.")
+    return Exchange(question, "\n".join(lines), answer)
 
 
-def weekday(rng: random.Random) -> Exchange:
-    start = rng.randrange(7)
-    n = rng.randint(1, 30)
-    forward = rng.random() < 0.6
+def too_long_compare(a: int, b: int, question: str) -> Exchange:
+    return Exchange(question, too_long_reasoning([a, b], MAX_COMPARE_DIGITS, "compare"), TOO_LONG_COMPARE)
+
+
+def compare(rng: random.Random) -> Exchange:
+    a, b = _compare_operands(rng)
+    word = rng.choice(LARGER) if rng.random() < 0.6 else rng.choice(SMALLER)
+    return compare_exchange(a, b, word, rng.choice(COMPARE_QUESTIONS).format(w=word, a=a, b=b))
+
+
+AFTER_QUESTIONS = [
+    "What day is it {n} days after {d}?", "If today is {d}, what day will it be in {n} days?",
+    "Today is {d}. What day is it {n} days from now?", "What day is {n} days after {d}?",
+    "What day will it be {n} days after {d}?", "It is {d}. What day is it in {n} days?",
+    "What day of the week is {n} days after {d}?", "{n} days after {d} is what day?",
+    "Starting from {d}, what day is it {n} days later?", "What day comes {n} days after {d}?",
+    "From {d}, count {n} days forward. What day is it?", "{n} days after {d}, what day is it?",
+    "Add {n} days to {d}. What day is it?", "What is the day {n} days after {d}?", "Which weekday is {n} days after {d}?",
+    "{n} days later than {d} is what day?", "If it is {d} now, what day is it in {n} days?",
+]
+BEFORE_QUESTIONS = [
+    "What day was it {n} days before {d}?", "If today is {d}, what day was it {n} days ago?",
+    "What day is {n} days before {d}?", "Today is {d}. What day was it {n} days ago?",
+    "What day of the week was it {n} days before {d}?", "{n} days before {d} was what day?",
+    "Which weekday was {n} days before {d}?", "Go back {n} days from {d}. What day is it?",
+    "{n} days earlier than {d} was what day?", "What was the day {n} days before {d}?",
+    "Count {n} days back from {d}. What day is it?", "From {d}, go {n} days back: what day is it?",
+    "If it is {d} now, what day was it {n} days ago?", "{n} days before {d}, what day was it?",
+]
+
+
+def weekday_exchange(start: int, n: int, forward: bool, question: str) -> Exchange:
     day = DAYS[start]
-    if forward:
-        q = rng.choice([
-            "What day is it {n} days after {d}?", "If today is {d}, what day will it be in {n} days?",
-            "Today is {d}. What day is it {n} days from now?",
-        ]).format(n=n, d=day)
-    else:
-        q = rng.choice([
-            "What day was it {n} days before {d}?", "If today is {d}, what day was it {n} days ago?",
-        ]).format(n=n, d=day)
-    lines = ["A week has 7 days, so only the remainder after taking away weeks counts."]
-    r = n
-    if r < 7:
-        lines.append(f"{n} is less than 7.")
-    while r >= 7:
-        lines.append(f"{r} - 7 = {r - 7}.")
-        r -= 7
-    lines.append(f"The remainder is {r}.")
+    if n > MAX_WEEKDAY_DAYS:
+        return Exchange(question, f"{n} is more than {MAX_WEEKDAY_DAYS} days.", TOO_MANY_DAYS)
+    weeks, r = divmod(n, 7)
+    lines = ["A week has 7 days, so only the remainder after whole weeks counts."]
+    lines.append(f"{n} = {weeks} × 7 + {r}, so the remainder is {r}.")
     step = 1 if forward else -1
+    way = "forward" if forward else "back"
     if r == 0:
         end = day
         lines.append(f"So it is {day} again.")
     else:
         seq = [DAYS[(start + step * k) % 7] for k in range(1, r + 1)]
         end = seq[-1]
-        way = "forward" if forward else "back"
         lines.append(f"Count {r} {'day' if r == 1 else 'days'} {way} from {day}: {', '.join(seq)}.")
         lines.append(f"So it is {end}.")
-    if forward:
-        answer = f"{n} {'day' if n == 1 else 'days'} after {day} it is {end}."
+    days = f"{n} {'day' if n == 1 else 'days'}"
+    if weeks:
+        split = f"{weeks} {'week' if weeks == 1 else 'weeks'}" + (f" and {r} {'day' if r == 1 else 'days'}" if r else "")
+        split = f"{days} is {split}, so "
     else:
-        answer = f"{n} {'day' if n == 1 else 'days'} before {day} it was {end}."
-    return Exchange(q, "\n".join(lines), answer)
+        split = ""
+    if forward:
+        answer = f"{split}{days} after {day} it is {end}."
+    else:
+        answer = f"{split}{days} before {day} it was {end}."
+    return Exchange(question, "\n".join(lines), answer[0].upper() + answer[1:])
+
+
+def weekday(rng: random.Random) -> Exchange:
+    start = rng.randrange(7)
+    n = rng.randint(1, MAX_WEEKDAY_DAYS) if rng.random() < 0.97 else rng.randint(100, 5000)
+    forward = rng.random() < 0.6
+    template = rng.choice(AFTER_QUESTIONS if forward else BEFORE_QUESTIONS)
+    return weekday_exchange(start, n, forward, template.format(n=n, d=DAYS[start]))
 
 
 # Questions about specchat: (paraphrases, reasoning, answer).
 SPECCHAT = [
     (
         ["How do I change the reasoning budget?", "How can I make you think less?", "What is the reasoning budget?",
-         "How do I turn thinking off?", "Can I limit how long you think?", "How do I make you think longer?"],
+         "How do I turn thinking off?", "Can I limit how long you think?", "How do I make you think longer?",
+         "How do I turn thinking on?", "What does the reasoning budget do?", "How do I stop you thinking?"],
         "The user asks about the reasoning budget. It is a setting in the settings pane.",
         "Open the settings pane and change the reasoning budget: it is the most thinking tokens per reply. When "
         "my thinking reaches the budget, specchat closes the thinking block and I answer. Set it to 0 to turn "
@@ -362,7 +679,8 @@ SPECCHAT = [
     ),
     (
         ["What does the drafter do?", "What is speculative decoding?", "What is the MTP head?",
-         "How does the drafter work?", "What is drafting?", "Why is the drafter faster?"],
+         "How does the drafter work?", "What is drafting?", "Why is the drafter faster?",
+         "What is the drafter?", "What does the MTP head do?", "How does speculative decoding work?"],
         "The user asks about the drafter. It is my MTP head, used for speculative decoding.",
         "The drafter is my multi-token prediction (MTP) head. It guesses the next few tokens cheaply, and the "
         "full model checks all of them in one step. Every guess it keeps saves a step, so replies come out "
@@ -371,21 +689,23 @@ SPECCHAT = [
     ),
     (
         ["How do I reset the cache?", "How do I clear the prompt cache?", "What does Reset cache do?",
-         "How can I empty the cache?", "What is the prompt cache?"],
+         "How can I empty the cache?", "What is the prompt cache?", "What does the prompt cache do?",
+         "What is the cache?"],
         "The user asks about the prompt cache. There is a Reset cache button in the settings pane.",
         "specchat keeps the prompt prefixes it has already computed, so a long conversation does not start "
         "from scratch every turn. To clear it, press the Reset cache button in the prompt cache section of the "
         "settings pane. The next message is then computed from the beginning.",
     ),
     (
-        ["What does tok/s mean?", "What is tok/s?", "What does tokens per second mean?", "Why is tok/s shown?"],
+        ["What does tok/s mean?", "What is tok/s?", "What does tokens per second mean?", "Why is tok/s shown?",
+         "What is tokens per second?"],
         "The user asks what tok/s means. It is the decode speed.",
         "tok/s is the decode speed: how many tokens I write per second once the first token is out. specchat "
         "shows it live under each reply. With the drafter on, a good acceptance makes it higher.",
     ),
     (
         ["What is acceptance?", "What does acceptance mean?", "What is the acceptance rate?",
-         "Why is acceptance shown?"],
+         "Why is acceptance shown?", "What does the acceptance rate mean?"],
         "The user asks about acceptance. It is the share of drafted tokens the model kept.",
         "Acceptance is the share of drafted tokens that the full model kept after checking them. High "
         "acceptance means the drafter guessed well, so more tokens come out per step and decoding is faster.",
@@ -410,25 +730,30 @@ SPECCHAT = [
         "synthetic dialogues. " + CAPABILITIES,
     ),
     (
-        ["What can you do?", "How can you help me?", "What do you know?", "What can I ask you?", "Help"],
+        ["What can you do?", "How can you help me?", "What do you know?", "What can I ask you?", "Help",
+         "What are your skills?", "What can you help with?", "What units do you know?", "Help me"],
         "The user asks what I can do. I will list my skills.",
         CAPABILITIES + " Try asking me what 347 + 285 is!",
     ),
 ]
 SMALL_TALK = [
-    (["Hello", "Hi", "Hey", "Hello!", "Hi there", "Good morning", "Good evening", "Hey there!", "Greetings"],
+    (["Hello", "Hi", "Hey", "Hello!", "Hi there", "Good morning", "Good evening", "Hey there!", "Greetings", "Hi!",
+      "Hey!", "Good day", "Hi, nice to meet you", "Morning!", "Hello, assistant", "Hi hi"],
      "The user greets me. I will greet them back and offer help.",
      "Hello! How can I help you today?"),
-    (["How are you?", "How are you doing?", "How is it going?", "Are you ok?"],
+    (["How are you?", "How are you doing?", "How is it going?", "Are you ok?", "How's it going?", "How do you feel?",
+      "Are you doing well?"],
      "The user asks how I am. I will answer kindly.",
      "I am doing well, thank you for asking. What can I do for you?"),
-    (["Thanks", "Thank you!", "Thanks a lot", "Great, thanks!", "Cool, thank you"],
+    (["Thanks", "Thank you!", "Thanks a lot", "Great, thanks!", "Cool, thank you", "Thank you very much", "Many thanks",
+      "Thx"],
      "The user thanks me.",
      "You are welcome! Is there anything else I can help with?"),
-    (["Bye", "Goodbye", "See you later", "Bye!", "Good night"],
+    (["Bye", "Goodbye", "See you later", "Bye!", "Good night", "See you", "Bye bye", "Goodbye!", "Talk to you later"],
      "The user says goodbye.",
      "Goodbye! Have a nice day."),
-    (["Tell me a joke", "Do you know a joke?", "Make me laugh"],
+    (["Tell me a joke", "Do you know a joke?", "Make me laugh", "Tell me a joke, please", "Know any jokes?",
+      "Say something funny"],
      "The user wants a joke. I know one about numbers.",
      "Why was six afraid of seven? Because seven eight nine!"),
     (["Nice", "Ok", "Cool", "Great", "Wow"],
@@ -441,6 +766,10 @@ OOD_TEMPLATES = [
     "Can you write a story about {y}?", "Give me a recipe for {y}.", "What do you think about {z}?",
     "Write some Python code to sort a list.", "Who is the president of {x}?", "Recommend a good book about {z}.",
     "What is the meaning of life?", "How do I fix my {y}?", "Why is the sky blue?", "{g}",
+    "What is the tallest mountain in {x}?", "Write an essay about {z}.", "Describe {y}.", "Tell me a story about {y}.",
+    "How do I cook {y}?", "What language is spoken in {x}?", "Who wrote Hamlet?", "What time is it?", "What is love?",
+    "Teach me {z}.", "Help me with my {z} homework.", "What is the biggest city in {x}?", "Draw {y}.",
+    "Is {z} hard to learn?", "Sing me a song.", "What should I eat today?", "When was {x} founded?",
 ]
 OOD_X = ["France", "Japan", "Brazil", "Kenya", "Canada", "Norway", "Egypt", "Peru", "India", "Spain"]
 OOD_Y = ["the sea", "cats", "a dragon", "pancakes", "my bike", "the moon", "love", "a robot", "soup", "trains"]
@@ -452,8 +781,26 @@ def _from_table(table, rng: random.Random) -> Exchange:
     return Exchange(rng.choice(questions), reasoning, answer)
 
 
+# What each SPECCHAT entry is called, so that any way of asking about it by name finds it.
+SPECCHAT_TOPICS = [
+    ["the reasoning budget", "the thinking budget", "thinking"], ["the drafter", "the MTP head", "speculative decoding"],
+    ["the prompt cache", "the cache", "Reset cache"], ["tok/s", "tokens per second"], ["acceptance", "the acceptance rate"],
+    ["time to first token", "TTFT"], ["specchat", "this chat app"], ["yourself"], [],
+]
+TOPIC_ASKS = ["Tell me about {t}.", "Explain {t}.", "Can you explain {t}?", "What about {t}?", "I have a question about {t}.",
+              "Describe {t}.", "Tell me more about {t}.", "Talk about {t}.", "{T}?", "Info on {t}, please."]
+
+
 def specchat_question(rng: random.Random) -> Exchange:
-    return _from_table(SPECCHAT, rng)
+    index = rng.randrange(len(SPECCHAT))
+    questions, reasoning, answer = SPECCHAT[index]
+    topics = SPECCHAT_TOPICS[index]
+    if topics and rng.random() < 0.35:
+        topic = rng.choice(topics)
+        question = rng.choice(TOPIC_ASKS).format(t=topic, T=topic[:1].upper() + topic[1:])
+    else:
+        question = rng.choice(questions)
+    return Exchange(question, reasoning, answer)
 
 
 def small_talk(rng: random.Random) -> Exchange:
@@ -469,14 +816,16 @@ def out_of_domain(rng: random.Random) -> Exchange:
 
 
 TASKS = [
-    (add_sub, 36), (multiply, 10), (units, 8), (count_letters, 8), (compare, 8), (weekday, 8),
-    (specchat_question, 8), (small_talk, 7), (out_of_domain, 7),
+    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 9), (compare, 10), (weekday, 9),
+    (specchat_question, 6), (small_talk, 5), (out_of_domain, 5),
 ]
 
 
 FOLLOW_UP_PREFIXES = [
     "And ", "Now ", "Ok, ", "Okay, ", "Next: ", "Please, ", "Hey, ", "Quick question: ", "Also, ", "Then ", "So ",
-    "Can you tell me: ", "One more: ", "Another one: ", "Alright, ",
+    "Can you tell me: ", "One more: ", "Another one: ", "Alright, ", "Hey, ", "Tell me, ", "Question: ", "I wonder: ",
+    "Please answer: ", "Hi! ", "Hello, ", "Here's one: ", "Try this: ", "Quick one: ", "Help me out: ", "Well, ",
+    "I'd like to know: ", "Um, ", "Right, ", "Listen, ",
 ]
 POLITE_SUFFIXES = [" Thanks!", " Please.", " Thank you.", " Thanks", " :)"]
 WHAT_IS = re.compile(r"^What is (\d+) ([-+×]) (\d+)\?$")
@@ -500,7 +849,7 @@ def _style(text: str, rng: random.Random, augment: bool) -> str:
     if bare and rng.random() < 0.5:
         a, op, b = bare.groups()
         text = f"{a}{op}{b}" if rng.random() < 0.3 else f"{a} {op} {b}"
-    if rng.random() < 0.2:
+    if rng.random() < 0.3:
         text = rng.choice(FOLLOW_UP_PREFIXES) + text[:1].lower() + text[1:]
     if rng.random() < 0.08:
         text += rng.choice(POLITE_SUFFIXES)
@@ -510,7 +859,7 @@ def _style(text: str, rng: random.Random, augment: bool) -> str:
 def exchange(rng: random.Random, augment: bool = False) -> Exchange:
     fn = rng.choices([t[0] for t in TASKS], weights=[t[1] for t in TASKS])[0]
     ex = fn(rng)
-    return Exchange(_style(ex.user, rng, augment), ex.reasoning, ex.answer)
+    return Exchange(_style(ex.user, rng, augment), ex.reasoning, ex.answer, ex.answer_off)
 
 
 # ---------------------------------------------------------------- rendering
@@ -519,8 +868,8 @@ def exchange(rng: random.Random, augment: bool = False) -> Exchange:
 def _assistant_history(ex: Exchange, thinking: bool, keep_reasoning: bool) -> str:
     if keep_reasoning:  # the app appends what the model generated, reasoning included
         think = f"<think>\n{ex.reasoning}\n</think>\n\n" if thinking else "<think>\n\n</think>\n\n"
-        return f"{IM_START}assistant\n{think}{ex.answer}{IM_END}\n"
-    return f"{IM_START}assistant\n{ex.answer}{IM_END}\n"  # the chat template drops past reasoning
+        return f"{IM_START}assistant\n{think}{ex.reply(thinking)}{IM_END}\n"
+    return f"{IM_START}assistant\n{ex.reply(thinking)}{IM_END}\n"  # the chat template drops past reasoning
 
 
 def render(system: str | None, turns: list[tuple[Exchange, bool]], keep_reasoning: bool) -> tuple[str, str]:
@@ -533,10 +882,10 @@ def render(system: str | None, turns: list[tuple[Exchange, bool]], keep_reasonin
     parts.append(f"{IM_START}user\n{last.user}{IM_END}\n{IM_START}assistant\n")
     if thinking:
         parts.append("<think>\n")
-        completion = f"{last.reasoning}\n</think>\n\n{last.answer}{IM_END}"
+        completion = f"{last.reasoning}\n</think>\n\n{last.reply(True)}{IM_END}"
     else:
         parts.append("<think>\n\n</think>\n\n")
-        completion = f"{last.answer}{IM_END}"
+        completion = f"{last.reply(False)}{IM_END}"
     return "".join(parts), completion
 
 
@@ -545,7 +894,7 @@ def sample(rng: random.Random, augment: bool = False) -> tuple[str, str]:
     r = rng.random()
     system = DEFAULT_SYSTEM if r < 0.6 else (rng.choice(SYSTEM_PROMPTS) if r < 0.8 else None)
     n = rng.choices([1, 2, 3], weights=[6, 3, 1])[0]
-    turns = [(exchange(rng, augment), rng.random() < 0.75) for _ in range(n)]
+    turns = [(exchange(rng, augment), rng.random() < 0.7) for _ in range(n)]
     return render(system, turns, keep_reasoning=rng.random() < 0.5)
 
 

@@ -1,6 +1,8 @@
 """Measure the demo checkpoint against its bars, on held-out prompts, on this CPU.
 
-Prints: exact-match accuracy on held-out 2-3 digit add/subtract questions with
+Prints: every skill's accuracy, thinking on and off, on questions in wordings
+the corpus never uses (a reply is right when its answer is exactly the expected
+one); exact-match accuracy on held-out 2-3 digit add/subtract questions with
 thinking on; whether every thinking block closed; whether thinking-off replies
 hold no reasoning; whether greedy output is identical with and without the MTP
 drafter; MTP acceptance per draft block size; and decode tok/s with the drafter
@@ -23,6 +25,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from webapp.blas import blas_in_use, ensure_fast_blas
@@ -105,6 +108,194 @@ def other_prompts(seed: int, count: int) -> list[corpus.Exchange]:
     return [skills[i % len(skills)](rng) for i in range(count)]
 
 
+# ---------------------------------------------------------------- skills on phrasings the corpus never uses
+
+# Every template here is worded in a way corpus.py never produces (tests/test_demo_skills.py checks it), so
+# a right answer means the model understood the question, not that it remembered the sentence.
+HELD_OUT_ADD = ["What do you get if you add {a} and {b}?", "Work out {a} + {b}.", "Find {a} plus {b}.",
+                "{a} plus {b} equals?", "I need the total of {a} and {b}."]
+HELD_OUT_SUB = ["What do you get if you subtract {b} from {a}?", "Work out {a} - {b}.", "Find {a} minus {b}.",
+                "{a} minus {b} equals?", "How much is left when you take {b} from {a}?"]
+HELD_OUT_MUL = ["What do you get if you multiply {a} by {b}?", "Work out {a} × {b}.", "Find {a} times {b}.",
+                "{a} times {b} equals?"]
+HELD_OUT_UNITS = ["Express {n} {frm} in {to}.", "{n} {frm} equals how many {to}?", "Change {n} {frm} into {to}.",
+                  "I have {n} {frm}. How many {to} is that?", "Could you turn {n} {frm} into {to}?",
+                  "What's {n} {frm} in {to}?"]
+HELD_OUT_UNKNOWN_UNITS = ["furlongs", "leagues", "fathoms", "quarts", "carats", "bushels", "parsecs", "teaspoons",
+                          "cubits", "rods", "pecks", "hands"]
+HELD_OUT_LETTERS = ["In the word {w}, how many {c}'s are there?", "Count how many times {c} appears in {w}.",
+                    "How often does the letter {c} occur in {w}?", "What is the number of {c}'s in {w}?"]
+HELD_OUT_COMPARE = ["Of {a} and {b}, which is {w}?", "Between {a} and {b}, which one is {w}?",
+                    "Tell me the {w} number: {a} or {b}.", "Which would you say is {w}, {a} or {b}?"]
+HELD_OUT_AFTER = ["Starting on {d}, what day is it after {n} days?", "What weekday comes {n} days after {d}?",
+                  "{n} days from {d} is which day?", "Which day comes {n} days after {d}?"]
+HELD_OUT_BEFORE = ["Which day was {n} days before {d}?", "What weekday was it {n} days before {d}?",
+                   "Going back {n} days from {d}, what day is it?"]
+# (question, index into corpus.SPECCHAT or corpus.SMALL_TALK)
+HELD_OUT_SPECCHAT = [
+    ("How do I set the reasoning budget?", 0), ("Can I make you think for less time?", 0),
+    ("Can you tell me what the drafter does?", 1), ("What's the drafter for?", 1),
+    ("How do I clear the cache?", 2), ("What's the prompt cache for?", 2), ("What's tok/s?", 3),
+    ("What do the tokens per second mean?", 3), ("What's acceptance?", 4), ("What's time to first token?", 5),
+    ("What is this app?", 6), ("Who are you exactly?", 7), ("What sort of things can you do?", 8),
+]
+HELD_OUT_SMALL_TALK = [("Hello there", 0), ("Good afternoon", 0), ("Hiya!", 0), ("How are you today?", 1),
+                       ("Thanks so much", 2), ("Goodbye for now", 3), ("Can you tell me a joke?", 4)]
+HELD_OUT_OTHER = ["What is the population of {x}?", "Write a song about {y}.", "Summarize the history of {x}.",
+                  "Give me advice about {z}.", "What's the best way to learn {z}?", "Who invented the telephone?"]
+HELD_OUT_TEMPLATES = (HELD_OUT_ADD + HELD_OUT_SUB + HELD_OUT_MUL + HELD_OUT_UNITS + HELD_OUT_LETTERS
+                      + HELD_OUT_COMPARE + HELD_OUT_AFTER + HELD_OUT_BEFORE + HELD_OUT_OTHER
+                      + [q for q, _ in HELD_OUT_SPECCHAT + HELD_OUT_SMALL_TALK])
+SKILLS = ["add/subtract", "multiply", "units", "unknown units", "too long", "letters", "compare", "weekdays",
+          "specchat", "small talk", "other topics"]
+SKILL_BAR = 0.97
+# Skills whose thinking-off answers are not claimed: without a reasoning trace the model gets too many of
+# them wrong. (Sums' thinking-off answer is the advice to turn thinking on, and that one is claimed.)
+NOT_CLAIMED_OFF = {"letters", "compare", "weekdays"}
+# Claimed, but below the bar on the shipped weights (20 held-out questions each; the README names the misses).
+BELOW_BAR = {("add/subtract", True), ("unknown units", True), ("unknown units", False), ("weekdays", True),
+             ("specchat", True), ("specchat", False)}
+
+
+def claimed(skill: str, thinking: bool) -> bool:
+    return thinking or skill not in NOT_CLAIMED_OFF
+
+
+def _unit_question(rng: random.Random, frm: str, to: str, n: str) -> str:
+    return rng.choice(HELD_OUT_UNITS).format(n=n, frm=frm, to=to)
+
+
+def _held_out_conversion(rng: random.Random) -> corpus.Exchange:
+    frm, to = corpus._unit_pair(rng)
+    amount = corpus._time_amount(frm, to, rng) if frm.kind == "time" else corpus._metric_amount(rng)
+    frm_text = corpus._written(frm, amount, rng)
+    to_text = to.plural if rng.random() < 0.5 or not to.forms else rng.choice(to.forms)
+    return corpus.conversion(frm, to, amount, _unit_question(rng, frm_text, to_text, corpus.fmt(amount)))
+
+
+def _held_out_sum(rng: random.Random) -> corpus.Exchange:
+    while True:
+        op = rng.choice("+-")
+        a, b = corpus._operands(rng)
+        if corpus.is_held_out(a, op, b):
+            template = rng.choice(HELD_OUT_ADD if op == "+" else HELD_OUT_SUB)
+            build = corpus.add_exchange if op == "+" else corpus.sub_exchange
+            return build(a, b, template.format(a=a, b=b))
+
+
+def _held_out_too_long(rng: random.Random) -> corpus.Exchange:
+    r = rng.random()
+    if r < 0.3:
+        op = rng.choice("+-")
+        a, b = corpus._too_long(rng, corpus.MAX_ADD_DIGITS)
+        template = rng.choice(HELD_OUT_ADD if op == "+" else HELD_OUT_SUB)
+        return corpus.too_long_add_sub(a, op, b, template.format(a=a, b=b))
+    if r < 0.55:
+        while True:
+            a, b = corpus._number(rng, rng.randint(1, 6)), corpus._number(rng, rng.randint(1, 6))
+            if not corpus.multiplies(a, b):
+                return corpus.too_long_multiply(a, b, rng.choice(HELD_OUT_MUL).format(a=a, b=b))
+    if r < 0.8:
+        a, b = corpus._too_long(rng, corpus.MAX_COMPARE_DIGITS)
+        question = rng.choice(HELD_OUT_COMPARE).format(w=rng.choice(["larger", "smaller"]), a=a, b=b)
+        return corpus.too_long_compare(a, b, question)
+    frm, to = corpus._unit_pair(rng)
+    amount = Decimal(corpus._number(rng, rng.randint(corpus.MAX_UNIT_DIGITS + 1, corpus.MAX_UNIT_DIGITS + 4)))
+    return corpus.conversion(frm, to, amount, _unit_question(rng, frm.plural, to.plural, corpus.fmt(amount)))
+
+
+def _held_out_multiply(rng: random.Random) -> corpus.Exchange:
+    if rng.random() < 0.6:
+        a, b = corpus._number(rng, rng.choice([1, 2, 3])), rng.randint(2, 9)
+    else:
+        a, b = corpus._number(rng, 2), corpus._number(rng, 2)
+    return corpus.mul_exchange(a, b, rng.choice(HELD_OUT_MUL).format(a=a, b=b))
+
+
+def _held_out_unknown_unit(rng: random.Random) -> corpus.Exchange:
+    known = rng.choice(corpus.UNITS)
+    other = rng.choice(HELD_OUT_UNKNOWN_UNITS)
+    frm, to = (other, known.plural) if rng.random() < 0.5 else (known.plural, other)
+    question = _unit_question(rng, frm, to, str(rng.randint(1, 500)))
+    return corpus.Exchange(question, corpus.UNKNOWN_UNIT_THOUGHT, corpus.UNKNOWN_UNIT)
+
+
+def _held_out_letters(rng: random.Random) -> corpus.Exchange:
+    word = rng.choice(corpus.WORDS)
+    letter = rng.choice(word) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+    return corpus.letters_exchange(word, letter, rng.choice(HELD_OUT_LETTERS).format(c=letter, w=word))
+
+
+def _held_out_compare(rng: random.Random) -> corpus.Exchange:
+    a, b = corpus._compare_operands(rng)
+    word = rng.choice(["larger", "bigger", "greater", "smaller"])
+    return corpus.compare_exchange(a, b, word, rng.choice(HELD_OUT_COMPARE).format(w=word, a=a, b=b))
+
+
+def _held_out_weekday(rng: random.Random) -> corpus.Exchange:
+    start, n, forward = rng.randrange(7), rng.randint(1, corpus.MAX_WEEKDAY_DAYS), rng.random() < 0.6
+    template = rng.choice(HELD_OUT_AFTER if forward else HELD_OUT_BEFORE)
+    return corpus.weekday_exchange(start, n, forward, template.format(n=n, d=corpus.DAYS[start]))
+
+
+def _held_out_table(held_out, table):
+    def make(rng: random.Random) -> corpus.Exchange:
+        question, index = rng.choice(held_out)
+        return corpus.Exchange(question, table[index][1], table[index][2])
+    return make
+
+
+def _held_out_other(rng: random.Random) -> corpus.Exchange:
+    question = rng.choice(HELD_OUT_OTHER).format(
+        x=rng.choice(corpus.OOD_X), y=rng.choice(corpus.OOD_Y), z=rng.choice(corpus.OOD_Z))
+    return corpus.Exchange(question, corpus.FALLBACK_THOUGHT, corpus.FALLBACK)
+
+
+HELD_OUT_MAKERS = {
+    "add/subtract": _held_out_sum, "multiply": _held_out_multiply, "units": _held_out_conversion,
+    "unknown units": _held_out_unknown_unit, "too long": _held_out_too_long, "letters": _held_out_letters,
+    "compare": _held_out_compare, "weekdays": _held_out_weekday,
+    "specchat": _held_out_table(HELD_OUT_SPECCHAT, corpus.SPECCHAT),
+    "small talk": _held_out_table(HELD_OUT_SMALL_TALK, corpus.SMALL_TALK), "other topics": _held_out_other,
+}
+
+
+def held_out_skills(per_skill: int, seed: int = 97) -> list[tuple[str, corpus.Exchange]]:
+    """``per_skill`` questions of every skill, in held-out wordings, with the replies they should get."""
+    rng = random.Random(seed)
+    out = []
+    for skill in SKILLS:
+        seen: set[str] = set()
+        for _ in range(100 * per_skill):  # a skill with fewer held-out questions asks each of them
+            ex = HELD_OUT_MAKERS[skill](rng)
+            if ex.user not in seen:
+                seen.add(ex.user)
+                out.append((skill, ex))
+            if len(seen) == per_skill:
+                break
+    return out
+
+
+def final_answer(text: str) -> str:
+    return text.split("</think>")[-1].strip()
+
+
+def skill_accuracy(runner: "Runner", per_skill: int, seed: int = 97, log=print) -> dict[tuple[str, bool], tuple[int, int]]:
+    """(skill, thinking) -> (right, asked): a reply is right when its answer is exactly the expected one."""
+    results: dict[tuple[str, bool], list[int]] = {}
+    for skill, ex in held_out_skills(per_skill, seed):
+        for thinking in (True, False):
+            reply = runner.generate(runner.prompt_ids(messages(ex.user), thinking), None, max_tokens=500)
+            right = final_answer(reply.text) == ex.reply(thinking) and (thinking or "think>" not in reply.text)
+            score = results.setdefault((skill, thinking), [0, 0])
+            score[0] += right
+            score[1] += 1
+            if not right:
+                log(f"  wrong ({skill}, thinking {'on' if thinking else 'off'}): {ex.user!r} -> "
+                    f"{final_answer(reply.text)!r}, expected {ex.reply(thinking)!r}")
+    return {k: (v[0], v[1]) for k, v in results.items()}
+
+
 def pct(x: float) -> str:
     return f"{x:.1%}"
 
@@ -120,8 +311,13 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=24, help="held-out prompts for identity and acceptance")
     parser.add_argument("--blocks", default="2,3,4", help="draft block sizes to measure")
     parser.add_argument("--speed-rounds", type=int, default=3, help="side-by-side speed passes")
+    parser.add_argument("--skills", type=int, default=40, help="held-out-wording questions per skill")
+    parser.add_argument("--parts", default="skills,bars,speed",
+                        help="what to measure, comma-separated: skills (held-out wordings), bars (held-out sums, "
+                             "thinking off, drafter identity and acceptance), speed (implies bars)")
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.evaluate")
     blocks = [int(b) for b in args.blocks.split(",")]
     import mlx.core as mx
@@ -131,6 +327,23 @@ def main() -> None:
     print(f"checkpoint {args.checkpoint}; mlx {mx.__version__}, mlx-vlm {mlx_vlm.__version__}, "
           f"device {mx.default_device()}, {os.cpu_count()} CPUs; BLAS: {blas_in_use()}; drafter kind {runner.kind}")
     failures = []
+
+    # 0. Every skill, in wordings the corpus never uses, thinking on and off.
+    if "skills" in parts:
+        t0 = time.time()
+        scores = skill_accuracy(runner, args.skills)
+        print(f"\nskills on held-out wordings ({args.skills} questions each, greedy, {time.time() - t0:.0f}s; "
+              f"right = exactly the expected answer; bar >= {pct(SKILL_BAR)}):")
+        print(f"  {'skill':<14} {'thinking on':>25} {'thinking off':>25}")
+        for skill in SKILLS:
+            cells = []
+            for thinking in (True, False):
+                right, asked = scores[(skill, thinking)]
+                mark = verdict(right / asked >= SKILL_BAR) if claimed(skill, thinking) else "not claimed"
+                cells.append(f"{right}/{asked} = {pct(right / asked)} {mark}")
+            print(f"  {skill:<14} {cells[0]:>25} {cells[1]:>25}")
+    if not parts & {"bars", "speed"}:
+        return
 
     # 1. Held-out arithmetic, thinking on, no drafter.
     t0 = time.time()
@@ -187,6 +400,9 @@ def main() -> None:
               f"acceptance {accepted}/{drafted} = {pct(acceptance[block])}"
               + (f" (bar >= {pct(bar)}) {verdict(acceptance[block] >= bar)}" if bar else ""))
     print(f"greedy output identical with and without the drafter: {verdict(identical)}")
+
+    if "speed" not in parts:
+        return
 
     # 4. Decode speed, side by side: each prompt runs without and with the drafter in turn.
     speed_prompts = [p for p in on_prompts if p[1]][: max(4, args.prompts // 3)]
