@@ -197,7 +197,8 @@ SUB_QUESTIONS = [
     "What is {a} take away {b}?", "{a} minus {b}", "How much is {a} - {b}?", "Please compute {a} - {b}.",
     "What does {a} - {b} make?", "Tell me {a} - {b}.", "{a} - {b}?", "What's {a} minus {b}?", "Solve {a} - {b}.",
     "Take {b} away from {a}.", "Give me {a} - {b}.", "Figure out {a} - {b}.", "Evaluate {a} - {b}.",
-    "Determine {a} minus {b}.", "Do {a} - {b}.", "If you subtract {b} from {a}, what is it?", "{a} take away {b} is what?",
+    "Determine {a} minus {b}.", "Do {a} - {b}.", "If you subtract {b} from {a}, what is it?",
+    "{a} take away {b} is what?",
     "What is left if {b} is taken from {a}?", "Please subtract {b} from {a}.", "Could you subtract {b} from {a}?",
     "{a} - {b} is what?", "{a} minus {b} is?", "Show me {a} minus {b}.", "Deduct {b} from {a}.",
     "What remains after taking {b} from {a}?",
@@ -207,7 +208,8 @@ MUL_QUESTIONS = [
     "{a} * {b} = ?", "Multiply {a} by {b}.", "What's {a}*{b}?", "What is the product of {a} and {b}?",
     "{a} times {b}", "How much is {a} times {b}?", "What is {a} * {b}?", "{a} x {b}?", "Tell me {a} × {b}.",
     "Please compute {a} × {b}.", "What's {a} times {b}?", "Solve {a} * {b}.", "Give me {a} × {b}.",
-    "Figure out {a} times {b}.", "Evaluate {a} * {b}.", "Determine {a} x {b}.", "If you multiply {a} by {b}, what is it?",
+    "Figure out {a} times {b}.", "Evaluate {a} * {b}.", "Determine {a} x {b}.",
+    "If you multiply {a} by {b}, what is it?",
     "{a} multiplied by {b}", "{a} multiplied by {b} is what?", "Please multiply {a} by {b}.",
     "Could you multiply {a} and {b}?", "{a} × {b} is what?", "Show me {a} times {b}.", "{a} × {b}", "{a} x {b}",
     "{a} times {b} is?",
@@ -347,7 +349,8 @@ UNKNOWN_UNITS = (
 ).split()
 UNIT_QUESTIONS = [
     "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
-    "How many {to} is {n} {frm}?", "What is {n} {frm} in {to}?", "{n} {frm} = ? {to}", "How many {to} are there in {n} {frm}?",
+    "How many {to} is {n} {frm}?", "What is {n} {frm} in {to}?", "{n} {frm} = ? {to}",
+    "How many {to} are there in {n} {frm}?",
     "What is {n} {frm} in {to}", "{n} {frm} = how many {to}?", "How many {to} make {n} {frm}?",
     "How many {to} does {n} {frm} make?", "How many {to} do I get from {n} {frm}?", "What is {n} {frm} as {to}?",
     "{n} {frm} makes how many {to}?", "If I have {n} {frm}, how many {to} is it?", "{n} {frm} is what in {to}?",
@@ -410,11 +413,12 @@ def _metric_amount(rng: random.Random) -> Decimal:
 def conversion(frm: Unit, to: Unit, amount: Decimal, question: str) -> Exchange:
     """The exchange for converting ``amount`` of ``frm`` into ``to`` (two known units)."""
     if digits_of(amount) > MAX_UNIT_DIGITS:
-        reasoning = f"{fmt(amount)} has more than {MAX_UNIT_DIGITS} digits, and I convert amounts of up to {MAX_UNIT_DIGITS} digits."
+        reasoning = (f"{fmt(amount)} has more than {MAX_UNIT_DIGITS} digits, and I convert amounts of up to "
+                     f"{MAX_UNIT_DIGITS} digits.")
         return Exchange(question, reasoning, TOO_LONG_UNITS)
     if frm.kind != to.kind:
-        answer = f"I can't convert {frm.plural} to {to.plural}: {frm.plural} measure {frm.kind} and {to.plural} measure {to.kind}."
-        return Exchange(question, f"{frm.plural} measure {frm.kind} and {to.plural} measure {to.kind}.", answer)
+        kinds = f"{frm.plural} measure {frm.kind} and {to.plural} measure {to.kind}."
+        return Exchange(question, kinds, f"I can't convert {frm.plural} to {to.plural}: {kinds}")
     big, small = (frm, to) if frm.size > to.size else (to, frm)
     factor = big.size // small.size
     result = amount * frm.size / to.size
@@ -422,7 +426,8 @@ def conversion(frm: Unit, to: Unit, amount: Decimal, question: str) -> Exchange:
         whole = amount == amount.to_integral_value() and result == result.to_integral_value()
         if not whole or max(amount, result) / factor > MAX_TIME_AMOUNT or (big.name, small.name) not in TIME_PAIRS:
             reasoning = (f"1 {big.name} is {factor} {small.plural}. I convert time between a few pairs of units, "
-                         f"in whole amounts of up to {MAX_TIME_AMOUNT} of the larger unit, and this is not one of them.")
+                         f"in whole amounts of up to {MAX_TIME_AMOUNT} of the larger unit, "
+                         "and this is not one of them.")
             return Exchange(question, reasoning, TIME_LIMIT)
     if frm is big:
         how = f"multiply by {factor}"
@@ -432,7 +437,8 @@ def conversion(frm: Unit, to: Unit, amount: Decimal, question: str) -> Exchange:
         sums = f"{fmt(amount)} / {factor} = {fmt(result)}."
     if frm.kind != "time":
         places = len(str(factor)) - 1
-        how += f": move the decimal point {places} {'place' if places == 1 else 'places'} {'right' if frm is big else 'left'}"
+        way = "right" if frm is big else "left"
+        how += f": move the decimal point {places} {'place' if places == 1 else 'places'} {way}"
     reasoning = f"1 {big.name} is {factor} {small.plural}, so {how}.\n{sums}"
     answer = f"{fmt(amount)} {unit_words(frm, amount)} is {fmt(result)} {unit_words(to, result)}."
     return Exchange(question, reasoning, answer)
@@ -473,7 +479,9 @@ def units(rng: random.Random, too_long: bool = False) -> Exchange:
         amount = _metric_amount(rng)
     to_text = to.plural if rng.random() < 0.55 or not to.forms else rng.choice(to.forms)
     if amount == 1 and rng.random() < 0.3 and not too_long:
-        question = rng.choice(ONE_UNIT_QUESTIONS).format(to=to_text, frm=frm.name if rng.random() < 0.6 else rng.choice(frm.forms or (frm.name,)))
+        template = rng.choice(ONE_UNIT_QUESTIONS)
+        frm_text = frm.name if rng.random() < 0.6 else rng.choice(frm.forms or (frm.name,))
+        question = template.format(to=to_text, frm=frm_text)
     else:
         frm_text = _written(frm, amount, rng)
         question = unit_question(rng, "{n}", "{frm}", to_text).replace("{n} {frm}", _amount_text(amount, frm_text, rng))
@@ -512,7 +520,8 @@ LETTER_QUESTIONS = [
     "How many letters {c} does {w} have?", "How many {c}'s in {w}?", "How many {c}'s are there in the word {w}?",
     "Count the {c}'s in {w}.", "How many times is {c} in {w}?", "How many {c} in {w}?", "In {w}, how many {c}'s?",
     "In {w}, how many times does {c} appear?", "For the word {w}, count the {c}'s.",
-    "Take the word {w}: how many {c}'s does it have?", "Look at {w}. How many {c}'s?", "The word {w} has how many {c}'s?",
+    "Take the word {w}: how many {c}'s does it have?", "Look at {w}. How many {c}'s?",
+    "The word {w} has how many {c}'s?",
     "How many {c}'s does {w} contain?", "How many {c}'s does the word {w} have?", "How often does {c} appear in {w}?",
     "How frequently does {c} show up in {w}?", "What is the count of {c}'s in {w}?", "Count {c} in {w}.",
     "Number of {c}'s in {w}?", "How many {c}'s can you find in {w}?", "Tell me how many {c}'s are in {w}.",
@@ -545,7 +554,8 @@ COMPARE_QUESTIONS = [
     "Which is {w}: {a} or {b}?", "Which one is {w}, {a} or {b}?", "{a} or {b}, which is {w}?",
     "Which is {w}, {a} or {b}", "Which of these is {w}: {a} or {b}?", "Which number is {w}, {a} or {b}?",
     "{a} vs {b}: which is {w}?", "{a} or {b}: which is {w}?", "Compare {a} and {b}. Which is {w}?",
-    "Looking at {a} and {b}, which is {w}?", "Given {a} and {b}, which is {w}?", "Out of {a} and {b}, which one is {w}?",
+    "Looking at {a} and {b}, which is {w}?", "Given {a} and {b}, which is {w}?",
+    "Out of {a} and {b}, which one is {w}?",
     "For {a} and {b}, which is {w}?", "Which is the {w} number, {a} or {b}?", "Which is the {w} of {a} and {b}?",
     "Is {a} or {b} {w}?", "Pick the {w} one: {a} or {b}.", "Which do you think is {w}: {a} or {b}?",
     "Which of {a} and {b} is {w}?", "{a} and {b}: which one is {w}?", "Compare {a} with {b}: which is {w}?",
@@ -591,7 +601,8 @@ def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
                 lines.append(f"{col}: {x} and {y}, {max(x, y)} is larger, so {max(a, b)} is larger.")
                 place = PLACES[len(sa) - 1 - i]
                 digits = f"{len(sa)} digit{'s' if len(sa) > 1 else ''}"
-                answer = f"Both have {digits} and the first difference is in the {place}: {x} against {y}. So {pick} is {word}."
+                answer = (f"Both have {digits} and the first difference is in the {place}: {x} against {y}. "
+                          f"So {pick} is {word}.")
                 break
     lines.append(f"So {pick} is {word}.")
     return Exchange(question, "\n".join(lines), answer)
@@ -614,7 +625,8 @@ AFTER_QUESTIONS = [
     "What day of the week is {n} days after {d}?", "{n} days after {d} is what day?",
     "Starting from {d}, what day is it {n} days later?", "What day comes {n} days after {d}?",
     "From {d}, count {n} days forward. What day is it?", "{n} days after {d}, what day is it?",
-    "Add {n} days to {d}. What day is it?", "What is the day {n} days after {d}?", "Which weekday is {n} days after {d}?",
+    "Add {n} days to {d}. What day is it?", "What is the day {n} days after {d}?",
+    "Which weekday is {n} days after {d}?",
     "{n} days later than {d} is what day?", "If it is {d} now, what day is it in {n} days?",
 ]
 BEFORE_QUESTIONS = [
@@ -647,7 +659,8 @@ def weekday_exchange(start: int, n: int, forward: bool, question: str) -> Exchan
         lines.append(f"So it is {end}.")
     days = f"{n} {'day' if n == 1 else 'days'}"
     if weeks:
-        split = f"{weeks} {'week' if weeks == 1 else 'weeks'}" + (f" and {r} {'day' if r == 1 else 'days'}" if r else "")
+        split = f"{weeks} {'week' if weeks == 1 else 'weeks'}"
+        split += f" and {r} {'day' if r == 1 else 'days'}" if r else ""
         split = f"{days} is {split}, so "
     else:
         split = ""
@@ -783,11 +796,15 @@ def _from_table(table, rng: random.Random) -> Exchange:
 
 # What each SPECCHAT entry is called, so that any way of asking about it by name finds it.
 SPECCHAT_TOPICS = [
-    ["the reasoning budget", "the thinking budget", "thinking"], ["the drafter", "the MTP head", "speculative decoding"],
-    ["the prompt cache", "the cache", "Reset cache"], ["tok/s", "tokens per second"], ["acceptance", "the acceptance rate"],
+    ["the reasoning budget", "the thinking budget", "thinking"],
+    ["the drafter", "the MTP head", "speculative decoding"],
+    ["the prompt cache", "the cache", "Reset cache"],
+    ["tok/s", "tokens per second"],
+    ["acceptance", "the acceptance rate"],
     ["time to first token", "TTFT"], ["specchat", "this chat app"], ["yourself"], [],
 ]
-TOPIC_ASKS = ["Tell me about {t}.", "Explain {t}.", "Can you explain {t}?", "What about {t}?", "I have a question about {t}.",
+TOPIC_ASKS = ["Tell me about {t}.", "Explain {t}.", "Can you explain {t}?", "What about {t}?",
+              "I have a question about {t}.",
               "Describe {t}.", "Tell me more about {t}.", "Talk about {t}.", "{T}?", "Info on {t}, please."]
 
 

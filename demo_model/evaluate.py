@@ -280,7 +280,8 @@ def final_answer(text: str) -> str:
     return text.split("</think>")[-1].strip()
 
 
-def skill_accuracy(runner: "Runner", per_skill: int, seed: int = 97, log=print) -> dict[tuple[str, bool], tuple[int, int]]:
+def skill_accuracy(runner: "Runner", per_skill: int, seed: int = 97,
+                   log=print) -> dict[tuple[str, bool], tuple[int, int]]:
     """(skill, thinking) -> (right, asked): a reply is right when its answer is exactly the expected one."""
     results: dict[tuple[str, bool], list[int]] = {}
     for skill, ex in held_out_skills(per_skill, seed):
