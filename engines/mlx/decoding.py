@@ -178,13 +178,12 @@ class Decoder:
         import mlx.core as mx
 
         chain = block - 2
-        planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
+        planned = self._dispatch(self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling), sampling)
         try:
             while True:
                 drafts, draft_probs, verified = planned
                 guess = None
                 if sampling.greedy:
-                    mx.async_eval(verified.tokens, drafts)
                     guess = self._assume_accepted(state, drafts, verified, block, sampling)
                     proposed, targets = drafts[0].tolist(), verified.tokens[0].tolist()
                     accepted = 0
@@ -208,11 +207,20 @@ class Decoder:
                                         verified.hidden[:, reuse:kept], sampling)
                     planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
                 # The next round computes while the caller handles this one's tokens.
-                mx.async_eval(planned[0], planned[2].tokens if sampling.greedy else planned[2].logits)
+                self._dispatch(planned, sampling)
                 from_draft = min(accepted, kept)
                 yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
         finally:
             self.target.commit(state.target, planned[2], 0)
+
+    @staticmethod
+    def _dispatch(planned, sampling: Sampling):
+        """Start computing a planned round without waiting for it."""
+        import mlx.core as mx
+
+        drafts, _, verified = planned
+        mx.async_eval(drafts, verified.tokens if sampling.greedy else verified.logits)
+        return planned
 
     def _plan(self, state: DecodeState, pending, block: int, sampling: Sampling):
         """A round's graph: drafts from the head, then the target over the pending token and them."""

@@ -17,6 +17,10 @@ no memory is added and mlx-vlm's modules keep working on the same numbers.
 
 from __future__ import annotations
 
+import itertools
+
+from . import skinny
+
 
 def _mx():
     import mlx.core as mx
@@ -27,9 +31,13 @@ def _mx():
 STREAMED_ROWS = 3  # up to this many rows the transposed product streams the weight
 
 
+def _rows(x) -> int:
+    return x.size // x.shape[-1]
+
+
 def _transposed(x) -> bool:
     mx = _mx()
-    return mx.default_device() == mx.cpu and x.size // x.shape[-1] <= STREAMED_ROWS
+    return mx.default_device() == mx.cpu and _rows(x) <= STREAMED_ROWS
 
 
 FEW_ROW_KERNEL = True  # CUDA: products over 2-5 rows run specchat's kernel (skinny.py)
@@ -42,11 +50,9 @@ def _product(weight, x):
 
 def product(weight, x):
     """``x @ weight.T``, the cheapest way on this device for this many rows."""
-    from . import skinny
-
     if _transposed(x):
         return _product(weight, x)
-    if FEW_ROW_KERNEL and x.size // x.shape[-1] >= 2 and skinny.applies(x, weight):
+    if FEW_ROW_KERNEL and _rows(x) >= 2 and skinny.applies(x, weight):
         return skinny.skinny(x, weight)
     return x @ weight.T
 
@@ -70,19 +76,17 @@ class Group:
         mx = _mx()
         self.layers = layers
         self.weight, self.splits = None, []
-        shapes = {(layer.weight.shape[1], layer.weight.dtype) for layer in layers if type(layer) is nn.Linear}
-        if len(layers) < 2 or len(shapes) != 1 or any(type(l) is not nn.Linear or "bias" in l for l in layers):
+        if len(layers) < 2 or any(type(layer) is not nn.Linear or "bias" in layer for layer in layers):
+            return
+        if len({(layer.weight.shape[1], layer.weight.dtype) for layer in layers}) != 1:
             return
         self.weight = mx.concatenate([layer.weight for layer in layers])
         mx.eval(self.weight)
-        at = 0
-        for layer in layers:
-            rows = layer.weight.shape[0]
-            layer.weight = self.weight[at : at + rows]  # a view: the separate copy is freed
-            at += rows
-            self.splits.append(at)
+        ends = list(itertools.accumulate(layer.weight.shape[0] for layer in layers))
+        for layer, start, end in zip(layers, [0, *ends], ends):
+            layer.weight = self.weight[start:end]  # a view: the separate copy is freed
         mx.eval([layer.weight for layer in layers])
-        self.splits.pop()
+        self.splits = ends[:-1]
 
     def __call__(self, x) -> list:
         if self.weight is None:

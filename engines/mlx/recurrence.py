@@ -87,6 +87,7 @@ def _cuda_kernel():
 
 
 def use_cuda_kernel() -> bool:
+    """MLX runs on a CUDA GPU here, where specchat's own kernels apply."""
     import mlx.core as mx
 
     return mx.default_device() == mx.gpu and mx.cuda.is_available()

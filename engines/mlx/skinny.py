@@ -83,9 +83,11 @@ def applies(x, weight) -> bool:
     multiple of 8)."""
     import mlx.core as mx
 
+    from .recurrence import use_cuda_kernel
+
     rows = x.size // x.shape[-1]
-    return (mx.default_device() == mx.gpu and mx.cuda.is_available() and weight.dtype == mx.bfloat16
-            and x.dtype == mx.bfloat16 and 1 <= rows <= MAX_ROWS and weight.shape[1] % 8 == 0)
+    return (use_cuda_kernel() and weight.dtype == mx.bfloat16 and x.dtype == mx.bfloat16
+            and 1 <= rows <= MAX_ROWS and weight.shape[1] % 8 == 0)
 
 
 def skinny(x, weight):
