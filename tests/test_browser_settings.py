@@ -66,7 +66,10 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
         page.keyboard.press("Alt+Shift+T")
     wait_quick(page, "budget", "off")
     assert server_settings(fake_server)["reasoning_budget"] == 0
+    # The server's answers to the four presses arrive after the bar showed "off"; the last one settles it.
+    page.wait_for_function("() => document.querySelector('#quick-bar [data-quick=budgetDown]').disabled")
     assert bar.locator("[data-quick=budgetDown]").is_disabled()
+    assert bar.locator("[data-quick=budget]").inner_text() == "off"
 
     page.fill("#prompt", "hello")
     page.press("#prompt", "Enter")
