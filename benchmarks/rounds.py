@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 
 PROMPT = "<|im_start|>user\nhello there, how does the drafter work?<|im_end|>\n<|im_start|>assistant\n"
@@ -26,6 +27,10 @@ PROMPT = "<|im_start|>user\nhello there, how does the drafter work?<|im_end|>\n<
 
 def _median_range(values: list[float]) -> str:
     return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def _progress(started: float, what: str) -> None:
+    print(f"[{time.perf_counter() - started:.1f} s] {what}", file=sys.stderr, flush=True)
 
 
 def main() -> None:
@@ -39,6 +44,7 @@ def main() -> None:
                         help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
     args = parser.parse_args()
     blocks = [int(b) for b in args.blocks.split(",")]
+    started = time.perf_counter()
 
     import mlx.core as mx
 
@@ -52,6 +58,7 @@ def main() -> None:
     loaded = load_model(args.model)
     load_drafter(loaded, None)
     decoder, _ = _own_decoder(loaded)
+    _progress(started, "loaded")
     ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()
 
@@ -80,6 +87,7 @@ def main() -> None:
             elapsed = run()
             if rep >= 3:  # the first calls compile
                 times[name].append(elapsed)
+    _progress(started, "step costs measured")
     plain = statistics.median(times["plain"])
     c = statistics.median(times["draft"]) / plain
     print(f"{args.model}  BLAS: {blas_in_use()}")
@@ -101,6 +109,7 @@ def main() -> None:
     order = [1, *blocks]
     for block in order:  # rehearsal: compiles every length this run uses
         decode(block)
+    _progress(started, "rehearsed")
     rates: dict[int, list[float]] = {b: [] for b in order}
     speedups: dict[int, list[float]] = {b: [] for b in blocks}
     acceptance: dict[int, tuple[int, int]] = {}
@@ -111,6 +120,7 @@ def main() -> None:
             acceptance[block] = (accepted, rounds)
         for block in blocks:
             speedups[block].append(rates[block][-1] / rates[1][-1])
+        _progress(started, f"run {run + 1}/{args.runs}")
     print(f"block 1 (drafter off): {_median_range(rates[1])} tok/s")
     print("block | tok/s | speed-up | mean accepted | ideal | of ideal")
     for block in blocks:

@@ -46,10 +46,10 @@ UNIT_NAMES = (
     "milliliters (mL), weeks, days, hours (h), minutes (min) and seconds (s)"
 )
 CAPABILITIES = (
-    "I can add and subtract numbers of up to 4 digits, and multiply up to 3 digits by 1 digit or 2 digits by 2, "
-    "step by step with thinking on; convert units (km, m, cm, mm, kg, g, L, mL, weeks, days, h, min, s); count "
-    "letters in a word; compare numbers of up to 6 digits; work out weekdays up to 99 days away; and explain "
-    "how specchat works."
+    "With thinking on, I add and subtract numbers of up to 4 digits, multiply up to 3 digits by 1 digit or 2 "
+    "digits by 2, count letters in a word, compare numbers of up to 6 digits and work out weekdays up to 99 days "
+    "away, step by step. With thinking on or off, I convert units (km, m, cm, mm, kg, g, L, mL, weeks, days, h, "
+    "min, s) and explain how specchat works."
 )
 FALLBACK = (
     "I'm sorry, I can't help with that. I am a small demo model, and I only know arithmetic, unit "
@@ -58,6 +58,7 @@ FALLBACK = (
 )
 FALLBACK_THOUGHT = "This question is outside what I know. I will say so politely and say what I can do."
 THINK_FOR_SUMS = "Turn thinking on for that one: I work sums out step by step, and without thinking I would only guess."
+THINK_FIRST = "Turn thinking on for that one: I work it out step by step, and without thinking I would only guess."
 TOO_LONG_ADD = "That number is too long for me: I add and subtract numbers of up to 4 digits."
 TOO_LONG_MUL = "Those numbers are too long for me: I multiply up to 3 digits by 1 digit, or 2 digits by 2 digits."
 TOO_LONG_COMPARE = "That number is too long for me: I compare numbers of up to 6 digits."
@@ -243,10 +244,17 @@ def arithmetic_question(op: str, a: int, b: int, rng: random.Random) -> Exchange
     return sub_exchange(a, b, rng.choice(SUB_QUESTIONS).format(a=a, b=b))
 
 
+def _close_operands(rng: random.Random) -> tuple[int, int]:
+    """Two numbers a few apart, either way round: small and negative differences."""
+    a = _number(rng, rng.choice([2, 2, 3, 3, 4]))
+    b = max(0, a + rng.randint(-20, 20))
+    return (a, b) if rng.random() < 0.5 else (b, a)
+
+
 def add_sub(rng: random.Random) -> Exchange:
     while True:
         op = rng.choice("+-")
-        a, b = _operands(rng)
+        a, b = _close_operands(rng) if op == "-" and rng.random() < 0.15 else _operands(rng)
         if not is_held_out(a, op, b):
             return arithmetic_question(op, a, b, rng)
 
@@ -345,7 +353,9 @@ UNKNOWN_UNITS = (
     "miles mile feet foot ft inches inch yards yard yd pounds pound lb lbs ounces ounce oz gallons gallon "
     "pints pint tons ton stones stone Fahrenheit Celsius degrees kelvin acres hectares months years decades "
     "centuries milligrams mg tonnes nanometers micrometers bytes kilobytes megabytes calories joules watts "
-    "volts knots mph cups barrels"
+    "volts knots mph cups barrels hectoliters decilitres centiliters decimeters kilowatts milliseconds "
+    "microseconds nanoseconds fortnights hertz handfuls horsepower hundredweights hogsheads grains drams gills "
+    "chains spans ells angstroms microns lightyears kilojoules pascals amps megatons"
 ).split()
 UNIT_QUESTIONS = [
     "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
@@ -508,7 +518,7 @@ def unknown_unit(rng: random.Random) -> Exchange:
 
 
 def conversions(rng: random.Random) -> Exchange:
-    return unknown_unit(rng) if rng.random() < 0.15 else units(rng)
+    return unknown_unit(rng) if rng.random() < 0.2 else units(rng)
 
 
 # ---------------------------------------------------------------- other skills
@@ -539,7 +549,7 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
         answer = f"There is 1 {letter} in {word}."
     else:
         answer = f"There are {n} {letter}'s in {word}."
-    return Exchange(question, reasoning, answer)
+    return Exchange(question, reasoning, answer, THINK_FIRST)
 
 
 def count_letters(rng: random.Random) -> Exchange:
@@ -586,7 +596,7 @@ def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
     lines = []
     if a == b:
         lines.append(f"{a} and {b} are the same number.")
-        return Exchange(question, "\n".join(lines), f"They are equal: both are {a}.")
+        return Exchange(question, "\n".join(lines), f"They are equal: both are {a}.", THINK_FIRST)
     pick = max(a, b) if larger else min(a, b)
     if len(sa) != len(sb):
         lines.append(f"{a} has {len(sa)} digits and {b} has {len(sb)} digits, so {max(a, b)} is larger.")
@@ -605,7 +615,7 @@ def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
                           f"So {pick} is {word}.")
                 break
     lines.append(f"So {pick} is {word}.")
-    return Exchange(question, "\n".join(lines), answer)
+    return Exchange(question, "\n".join(lines), answer, THINK_FIRST)
 
 
 def too_long_compare(a: int, b: int, question: str) -> Exchange:
@@ -628,6 +638,9 @@ AFTER_QUESTIONS = [
     "Add {n} days to {d}. What day is it?", "What is the day {n} days after {d}?",
     "Which weekday is {n} days after {d}?",
     "{n} days later than {d} is what day?", "If it is {d} now, what day is it in {n} days?",
+    "Begin at {d} and go {n} days ahead. Which day is it?", "On {d}, what day will it be {n} days on?",
+    "Move {n} days forward from {d}: what day?", "What day follows {d} by {n} days?",
+    "Say it is {d}. Which day will it be {n} days from then?", "Counting from {d}, what day is {n} days ahead?",
 ]
 BEFORE_QUESTIONS = [
     "What day was it {n} days before {d}?", "If today is {d}, what day was it {n} days ago?",
@@ -637,6 +650,8 @@ BEFORE_QUESTIONS = [
     "{n} days earlier than {d} was what day?", "What was the day {n} days before {d}?",
     "Count {n} days back from {d}. What day is it?", "From {d}, go {n} days back: what day is it?",
     "If it is {d} now, what day was it {n} days ago?", "{n} days before {d}, what day was it?",
+    "Begin at {d} and go {n} days back. Which day is it?", "On {d}, what day was it {n} days earlier?",
+    "Move {n} days backward from {d}: what day?", "Say it is {d}. What was the weekday {n} days earlier?",
 ]
 
 
@@ -668,7 +683,7 @@ def weekday_exchange(start: int, n: int, forward: bool, question: str) -> Exchan
         answer = f"{split}{days} after {day} it is {end}."
     else:
         answer = f"{split}{days} before {day} it was {end}."
-    return Exchange(question, "\n".join(lines), answer[0].upper() + answer[1:])
+    return Exchange(question, "\n".join(lines), answer[0].upper() + answer[1:], THINK_FIRST)
 
 
 def weekday(rng: random.Random) -> Exchange:
@@ -730,7 +745,9 @@ SPECCHAT = [
         "prompt cache makes it short when a conversation goes on.",
     ),
     (
-        ["What is specchat?", "What app is this?", "Tell me about specchat."],
+        ["What is specchat?", "What app is this?", "Tell me about specchat.", "What is this program?",
+         "What does this app do?", "What am I using?", "What is this tool?", "What is this website?",
+         "Which app am I in?", "What is this chat?", "What is this thing?"],
         "The user asks about specchat itself.",
         "specchat is a local web chat for language models. It streams my thinking and my answer, and shows "
         "live numbers like time to first token, tok/s and draft acceptance. The settings pane tunes the "
@@ -833,8 +850,8 @@ def out_of_domain(rng: random.Random) -> Exchange:
 
 
 TASKS = [
-    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 9), (compare, 10), (weekday, 9),
-    (specchat_question, 6), (small_talk, 5), (out_of_domain, 5),
+    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 9), (compare, 10), (weekday, 11),
+    (specchat_question, 8), (small_talk, 5), (out_of_domain, 5),
 ]
 
 

@@ -149,16 +149,9 @@ HELD_OUT_TEMPLATES = (HELD_OUT_ADD + HELD_OUT_SUB + HELD_OUT_MUL + HELD_OUT_UNIT
 SKILLS = ["add/subtract", "multiply", "units", "unknown units", "too long", "letters", "compare", "weekdays",
           "specchat", "small talk", "other topics"]
 SKILL_BAR = 0.97
-# Skills whose thinking-off answers are not claimed: without a reasoning trace the model gets too many of
-# them wrong. (Sums' thinking-off answer is the advice to turn thinking on, and that one is claimed.)
-NOT_CLAIMED_OFF = {"letters", "compare", "weekdays"}
-# Claimed, but below the bar on the shipped weights (20 held-out questions each; the README names the misses).
-BELOW_BAR = {("add/subtract", True), ("unknown units", True), ("unknown units", False), ("weekdays", True),
-             ("specchat", True), ("specchat", False)}
-
-
-def claimed(skill: str, thinking: bool) -> bool:
-    return thinking or skill not in NOT_CLAIMED_OFF
+# Claimed, but below the bar on the shipped weights (40 held-out questions each; the README names the misses).
+BELOW_BAR = {("units", True), ("units", False), ("unknown units", True), ("unknown units", False),
+             ("letters", True), ("letters", False), ("compare", True), ("specchat", True), ("specchat", False)}
 
 
 def _unit_question(rng: random.Random, frm: str, to: str, n: str) -> str:
@@ -340,7 +333,7 @@ def main() -> None:
             cells = []
             for thinking in (True, False):
                 right, asked = scores[(skill, thinking)]
-                mark = verdict(right / asked >= SKILL_BAR) if claimed(skill, thinking) else "not claimed"
+                mark = verdict(right / asked >= SKILL_BAR)
                 cells.append(f"{right}/{asked} = {pct(right / asked)} {mark}")
             print(f"  {skill:<14} {cells[0]:>25} {cells[1]:>25}")
     if not parts & {"bars", "speed"}:
