@@ -26,6 +26,10 @@ run: install
 test-install: $(BIN)/python system-deps
 	$(BIN)/pip install -q -e '.[test]'
 	$(MAKE) browser
+	@# BLIS, the other BLAS `--blas` can take, so its test runs too (root only; the test skips without it).
+	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && command -v dpkg >/dev/null \
+		&& ! dpkg -s libblis4-pthread >/dev/null 2>&1; then \
+		(apt-get update -q && apt-get install -y -q libblis4-pthread) || echo "BLIS not installed: its test skips"; fi
 
 # Browser tests use Debian's Chromium on Linux (a test tool's own browser download is not needed),
 # and Playwright's Chromium elsewhere.

@@ -1,6 +1,7 @@
-"""Decode tok/s with OpenBLAS preloaded ÷ with the mlx wheel's bundled BLAS, side by side in one run.
+"""Decode tok/s with each system BLAS preloaded (OpenBLAS, BLIS) ÷ with the mlx wheel's bundled BLAS,
+side by side in one run, the libraries' runs interleaved.
 
-    python -m benchmarks.blas [--model DIR] [--rounds N]
+    python -m benchmarks.blas [--model DIR] [--rounds N] [--tokens N]
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import statistics
 import subprocess
 import sys
 
-from webapp.blas import find_openblas
+from webapp.blas import find_blis, find_openblas
 
 
 def run(model: str, preload: str | None, extra: list[str]) -> dict:
@@ -30,26 +31,29 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=128)
     args = parser.parse_args()
-    library = find_openblas("auto")
-    if library is None:
-        sys.exit("no OpenBLAS found: install libopenblas0-pthread (Debian/Ubuntu) first")
+    libraries = {"OpenBLAS": find_openblas("auto"), "BLIS": find_blis(), "bundled": None}
+    libraries = {name: path for name, path in libraries.items() if path or name == "bundled"}
+    if len(libraries) == 1:
+        sys.exit("no system BLAS found: install libopenblas0-pthread or libblis4-pthread (Debian/Ubuntu) first")
     if args.model is None:
         from demo_model import DEFAULT_MODEL
 
         args.model = str(DEFAULT_MODEL)
     extra = ["--tokens", str(args.tokens)]
-    fast, slow = [], []
+    runs: dict[str, list[dict]] = {name: [] for name in libraries}
     for _ in range(args.rounds):
-        fast.append(run(args.model, library, extra))
-        slow.append(run(args.model, None, extra))
-    identical = all(f["tokens"] == s["tokens"] for f, s in zip(fast, slow))
-    f, s = statistics.median(r["tok_s"] for r in fast), statistics.median(r["tok_s"] for r in slow)
-    print(f"model: {args.model}")
-    print(f"OpenBLAS: {fast[0]['blas']}")
-    print(f"bundled:  {slow[0]['blas']}")
-    print(f"decode tok/s: OpenBLAS {f:.1f}, bundled {s:.1f}, ratio {f / s:.2f} "
-          f"(median of {args.rounds} interleaved runs, {args.tokens} greedy tokens); "
-          f"greedy output identical: {identical}")
+        for name, path in libraries.items():
+            runs[name].append(run(args.model, path, extra))
+    rates = {name: statistics.median(r["tok_s"] for r in results) for name, results in runs.items()}
+    reference = runs["bundled"]
+    print(f"model: {args.model}; median of {args.rounds} interleaved runs, {args.tokens} greedy tokens")
+    for name, results in runs.items():
+        identical = all(a["tokens"] == b["tokens"] for a, b in zip(results, reference))
+        print(f"{name}: {results[0]['blas']}")
+        print(f"  decode {rates[name]:.1f} tok/s, {rates[name] / rates['bundled']:.2f}x the bundled BLAS; "
+              f"greedy output identical to it: {identical}")
+    if "OpenBLAS" in rates and "BLIS" in rates:
+        print(f"BLIS ÷ OpenBLAS: {rates['BLIS'] / rates['OpenBLAS']:.2f}")
 
 
 if __name__ == "__main__":

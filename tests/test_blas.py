@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from webapp.blas import find_openblas
+from webapp.blas import find_blis, find_openblas
 
 
 def test_bundled_choice_and_missing_library_mean_no_preload(tmp_path):
@@ -28,6 +28,13 @@ def test_openblas_gives_identical_greedy_output(tiny_model):
     fast, bundled = greedy(tiny_model, find_openblas("auto")), greedy(tiny_model, None)
     assert fast["blas"].startswith("OpenBLAS") and not bundled["blas"].startswith("OpenBLAS")
     assert fast["tokens"] == bundled["tokens"] and len(fast["tokens"]) == 48
+
+
+@pytest.mark.skipif(find_blis() is None, reason="no system BLIS")
+def test_blis_gives_identical_greedy_output_and_is_named(tiny_model):
+    blis, bundled = greedy(tiny_model, find_blis()), greedy(tiny_model, None)
+    assert blis["blas"].startswith("BLIS (") and "1 thread(s)" in blis["blas"]
+    assert blis["tokens"] == bundled["tokens"] and len(blis["tokens"]) == 48
 
 
 @pytest.mark.skipif(find_openblas("auto") is None, reason="no system OpenBLAS")

@@ -25,6 +25,11 @@ CANDIDATES = (
     "/usr/lib64/libopenblas.so.0",
     "/usr/lib/libopenblas.so.0",
 )
+# BLIS, for ``--blas PATH``: single-threaded (its default) it decodes small models faster than OpenBLAS here.
+BLIS_CANDIDATES = (
+    "/usr/lib/x86_64-linux-gnu/blis-pthread/libblis.so.4",
+    "/usr/lib/aarch64-linux-gnu/blis-pthread/libblis.so.4",
+)
 
 
 def blas_argument(text: str) -> str:
@@ -57,6 +62,10 @@ def ensure_fast_blas(choice: str | None, argv: list[str], module: str = "webapp"
     os.execve(sys.executable, [sys.executable, "-m", module, *argv], env)
 
 
+def find_blis() -> str | None:
+    return next((c for c in BLIS_CANDIDATES if Path(c).is_file()), None)
+
+
 def blas_library() -> str:
     """Which BLAS this process mapped, in a few words (for receipts and the start-up log)."""
     try:
@@ -65,17 +74,24 @@ def blas_library() -> str:
         return "the platform's BLAS (Accelerate on macOS)" if sys.platform == "darwin" else "unknown"
     # numpy's own OpenBLAS (numpy.libs, 64-bit-suffixed symbols) is not one MLX can use.
     libs = sorted({line.split()[-1] for line in maps.splitlines()
-                   if "blas" in line.lower() and "/" in line and "numpy.libs" not in line})
+                   if ("blas" in line.lower() or "libblis" in line) and "/" in line and "numpy.libs" not in line})
     fast = [lib for lib in libs if "openblas" in lib.lower()]
     if fast:
         return f"OpenBLAS ({fast[0]})"
+    blis = [lib for lib in libs if "libblis" in lib]
+    if blis:
+        return f"BLIS ({blis[0]}, {_blis_threads()} thread(s))"
     return f"the mlx wheel's bundled reference BLAS ({', '.join(libs) or 'none mapped yet'})"
+
+
+def _blis_threads() -> str:
+    return os.environ.get("BLIS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or "1"
 
 
 def blas_in_use() -> str:
     """``blas_library`` with what to do about it, for the start-up log."""
     library = blas_library()
-    if library.startswith("OpenBLAS"):
+    if library.startswith(("OpenBLAS", "BLIS")):
         return f"{library}; set {ENV}=bundled or pass --blas bundled to turn it off"
     if library.startswith("the mlx wheel"):
         return f"{library}; install OpenBLAS (Debian/Ubuntu: libopenblas0-pthread) for a faster CPU"
