@@ -174,3 +174,50 @@ def test_a_server_refusal_shows_next_to_its_field_in_its_label(open_page, fake_s
     assert error.inner_text() == "Temperature: Input should be less than or equal to 1.5."
     assert page.locator("#settings-error").is_hidden()
     assert field.input_value() == "1.8"
+
+
+def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_server):  # noqa: F811
+    """Rapid presses: the server's answers to the earlier ones (held back here, as on a slow link) must not
+    put the bar back to an older value before the last answer arrives."""
+    import json
+
+    held, routes = [], []
+
+    def route(ws):
+        server = ws.connect_to_server()
+        routes.append(ws)
+        ws.on_message(lambda message: server.send(message))
+        server.on_message(lambda message: held.append(message) if json.loads(message).get("type") == "settings"
+                          else ws.send(message))
+
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.route_web_socket("**/ws*", route)
+        page.goto(fake_server.url)
+        page.wait_for_selector("#engine[data-state=ready]")
+        wait_quick(page, "block", "4")
+        page.evaluate("""() => {
+            const el = document.querySelector('#quick-bar [data-quick=block]');
+            window.shownBlocks = [];
+            new MutationObserver(() => window.shownBlocks.push(el.textContent))
+                .observe(el, {childList: true, characterData: true, subtree: true});
+        }""")
+        for _ in range(3):
+            page.locator("#quick-bar [data-quick=blockUp]").click()
+        wait_quick(page, "block", "7")
+        for _ in range(100):
+            if len(held) == 3:
+                break
+            page.wait_for_timeout(20)
+        assert [json.loads(m)["values"]["draft_block_size"] for m in held] == [5, 6, 7]
+        for message in held:  # the answers arrive, in order, after the last press
+            routes[0].send(message)
+            page.wait_for_timeout(50)
+        wait_quick(page, "block", "7")
+        shown = page.evaluate("window.shownBlocks")
+        assert shown[:3] == ["5", "6", "7"], shown  # each press shows at once
+        assert all(int(a) <= int(b) for a, b in zip(shown, shown[1:])), shown
+        assert server_settings(fake_server)["draft_block_size"] == 7
+    finally:
+        context.close()

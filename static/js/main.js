@@ -432,7 +432,7 @@ const handlers = {
   settings(frame) {
     settingsValues = frame.values ?? {};
     settings.update(frame.values);
-    quickBar.update(frame.values);
+    quickBar.settled(frame.values);
     examples.setBudget(settingsValues.reasoning_budget);
   },
   start(frame) {

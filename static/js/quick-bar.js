@@ -25,6 +25,7 @@ export class QuickBar {
     this.apply = apply;
     this.values = null;
     this.enabled = false;
+    this.inFlight = 0; // changes sent from here whose `settings` answer has not come back
     this.noteTimer = 0;
     const $ = (name) => root.querySelector(`[data-quick="${name}"]`);
     this.buttons = {
@@ -67,12 +68,25 @@ export class QuickBar {
   set(values) {
     const changes = Object.entries(values).filter(([key, value]) => value !== undefined && value !== this.values[key]);
     if (!changes.length) return;
-    if (this.apply(Object.fromEntries(changes))) this.show({ ...this.values, ...Object.fromEntries(changes) });
+    if (this.apply(Object.fromEntries(changes))) {
+      this.inFlight += 1;
+      this.show({ ...this.values, ...Object.fromEntries(changes) });
+    }
   }
 
-  /** The settings as the server holds them (a `hello` or `settings` frame), or as refused changes left them. */
+  /** The settings as the server holds them (a `hello`), or as refused changes left them. */
   update(values) {
+    this.inFlight = 0;
     if (values) this.show(values);
+  }
+
+  /**
+   * A `settings` frame. While later presses here are still unanswered, the bar already shows where they
+   * lead, so an answer to an earlier one would only put it back for a moment; the last answer is shown.
+   */
+  settled(values) {
+    this.inFlight = Math.max(0, this.inFlight - 1);
+    if (this.inFlight === 0 && values) this.show(values);
   }
 
   setEnabled(enabled) {
