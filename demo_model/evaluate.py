@@ -96,8 +96,7 @@ def messages(user: str) -> list[dict]:
 
 
 def answer_number(text: str) -> int | None:
-    answer = text.split("</think>")[-1]
-    numbers = ANSWER_NUMBER.findall(answer)
+    numbers = ANSWER_NUMBER.findall(final_answer(text))
     return int(numbers[-1]) if numbers else None
 
 

@@ -48,7 +48,7 @@ def find_openblas(choice: str | None) -> str | None:
         return None
     if choice and choice != "auto":
         return choice if Path(choice).is_file() else None
-    return next((c for c in CANDIDATES if Path(c).is_file()), None)
+    return _installed(CANDIDATES)
 
 
 def ensure_fast_blas(choice: str | None, argv: list[str], module: str = "webapp") -> None:
@@ -63,7 +63,11 @@ def ensure_fast_blas(choice: str | None, argv: list[str], module: str = "webapp"
 
 
 def find_blis() -> str | None:
-    return next((c for c in BLIS_CANDIDATES if Path(c).is_file()), None)
+    return _installed(BLIS_CANDIDATES)
+
+
+def _installed(candidates: tuple[str, ...]) -> str | None:
+    return next((c for c in candidates if Path(c).is_file()), None)
 
 
 def blas_library() -> str:
