@@ -355,7 +355,8 @@ UNKNOWN_UNITS = (
     "centuries milligrams mg tonnes nanometers micrometers bytes kilobytes megabytes calories joules watts "
     "volts knots mph cups barrels hectoliters decilitres centiliters decimeters kilowatts milliseconds "
     "microseconds nanoseconds fortnights hertz handfuls horsepower hundredweights hogsheads grains drams gills "
-    "chains spans ells angstroms microns lightyears kilojoules pascals amps megatons"
+    "chains spans ells angstroms microns lightyears kilojoules pascals amps megatons hides hops heaps hoops "
+    "hunks pails pots pinches paces pipes pallets hulls hitches"
 ).split()
 UNIT_QUESTIONS = [
     "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
@@ -365,6 +366,9 @@ UNIT_QUESTIONS = [
     "How many {to} does {n} {frm} make?", "How many {to} do I get from {n} {frm}?", "What is {n} {frm} as {to}?",
     "{n} {frm} makes how many {to}?", "If I have {n} {frm}, how many {to} is it?", "{n} {frm} is what in {to}?",
     "What are {n} {frm} in {to}?", "How many {to} would {n} {frm} be?", "Tell me {n} {frm} in {to}.",
+    "{n} {frm} is equal to how many {to}?", "{n} {frm} comes to how many {to}?", "{n} {frm} amounts to how many {to}?",
+    "{n} {frm} works out to how many {to}?", "{n} {frm} gives how many {to}?", "{n} {frm} would be how many {to}?",
+    "{n} {frm} corresponds to how many {to}?", "{n} {frm} is the same as how many {to}?",
 ]
 # Also "{lead}{n} {frm}{link}{to}{end}": "Please convert 5 km to m."
 UNIT_LEADS = ["", "", "Convert ", "Convert ", "Please convert ", "Could you convert ", "Can you convert ", "Rewrite ",
@@ -536,6 +540,11 @@ LETTER_QUESTIONS = [
     "How frequently does {c} show up in {w}?", "What is the count of {c}'s in {w}?", "Count {c} in {w}.",
     "Number of {c}'s in {w}?", "How many {c}'s can you find in {w}?", "Tell me how many {c}'s are in {w}.",
     "Count the letter {c} in {w}.", "{w}: how many {c}'s?", "How many times does {c} occur in the word {w}?",
+    "How often does the letter {c} show up in {w}?", "How often is the letter {c} found in {w}?",
+    "How often can you spot the letter {c} in {w}?", "How many occurrences of the letter {c} are in {w}?",
+    "How many instances of {c} does {w} have?", "How many times do you see {c} in {w}?",
+    "The letter {c}: how many times is it in {w}?", "Count up the {c}'s in {w}.", "What number of {c}'s does {w} have?",
+    "How many copies of the letter {c} are in {w}?", "Does {w} have any {c}'s? How many?",
 ]
 
 
@@ -579,7 +588,7 @@ def _compare_operands(rng: random.Random) -> tuple[int, int]:
         m = rng.choice([d for d in range(1, MAX_COMPARE_DIGITS + 1) if d != n])
         return _number(rng, n), _number(rng, m)
     a = _number(rng, n)
-    if rng.random() < 0.05:
+    if rng.random() < 0.12:
         return a, a
     # Same length, often sharing leading digits, so the first difference can be anywhere.
     keep = rng.randint(0, n - 1)
@@ -699,7 +708,9 @@ SPECCHAT = [
     (
         ["How do I change the reasoning budget?", "How can I make you think less?", "What is the reasoning budget?",
          "How do I turn thinking off?", "Can I limit how long you think?", "How do I make you think longer?",
-         "How do I turn thinking on?", "What does the reasoning budget do?", "How do I stop you thinking?"],
+         "How do I turn thinking on?", "What does the reasoning budget do?", "How do I stop you thinking?",
+         "Can I get you to think less?", "Is there a way to make you think less?", "Can you think for a shorter time?",
+         "Can I make you think faster?", "How can I cut your thinking short?", "Can I make you spend less time thinking?"],
         "The user asks about the reasoning budget. It is a setting in the settings pane.",
         "Open the settings pane and change the reasoning budget: it is the most thinking tokens per reply. When "
         "my thinking reaches the budget, specchat closes the thinking block and I answer. Set it to 0 to turn "
@@ -708,7 +719,9 @@ SPECCHAT = [
     (
         ["What does the drafter do?", "What is speculative decoding?", "What is the MTP head?",
          "How does the drafter work?", "What is drafting?", "Why is the drafter faster?",
-         "What is the drafter?", "What does the MTP head do?", "How does speculative decoding work?"],
+         "What is the drafter?", "What does the MTP head do?", "How does speculative decoding work?",
+         "What is the drafter for?", "What is the drafter used for?", "What's the point of the drafter?",
+         "What is the MTP head for?", "Why would I use the drafter?", "What is the drafter good for?"],
         "The user asks about the drafter. It is my MTP head, used for speculative decoding.",
         "The drafter is my multi-token prediction (MTP) head. It guesses the next few tokens cheaply, and the "
         "full model checks all of them in one step. Every guess it keeps saves a step, so replies come out "
@@ -761,7 +774,9 @@ SPECCHAT = [
     ),
     (
         ["What can you do?", "How can you help me?", "What do you know?", "What can I ask you?", "Help",
-         "What are your skills?", "What can you help with?", "What units do you know?", "Help me"],
+         "What are your skills?", "What can you help with?", "What units do you know?", "Help me",
+         "What kind of things can you do?", "What sorts of questions can you answer?", "What things can you do?",
+         "What kinds of tasks can you do?", "What are you able to do?", "What type of things do you know?"],
         "The user asks what I can do. I will list my skills.",
         CAPABILITIES + " Try asking me what 347 + 285 is!",
     ),
@@ -850,7 +865,7 @@ def out_of_domain(rng: random.Random) -> Exchange:
 
 
 TASKS = [
-    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 9), (compare, 10), (weekday, 11),
+    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 11), (compare, 10), (weekday, 11),
     (specchat_question, 8), (small_talk, 5), (out_of_domain, 5),
 ]
 

@@ -149,8 +149,8 @@ SKILLS = ["add/subtract", "multiply", "units", "unknown units", "too long", "let
           "specchat", "small talk", "other topics"]
 SKILL_BAR = 0.97
 # Claimed, but below the bar on the shipped weights (40 held-out questions each; the README names the misses).
-BELOW_BAR = {("units", True), ("units", False), ("unknown units", True), ("unknown units", False),
-             ("letters", True), ("letters", False), ("compare", True), ("specchat", True), ("specchat", False)}
+BELOW_BAR = {("unknown units", True), ("unknown units", False), ("letters", True), ("letters", False),
+             ("compare", True), ("small talk", True), ("small talk", False)}
 
 
 def _unit_question(rng: random.Random, frm: str, to: str, n: str) -> str:
