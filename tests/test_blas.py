@@ -6,12 +6,25 @@ import sys
 import pytest
 
 from tests.conftest import ROOT
-from webapp.blas import find_blis, find_openblas
+from webapp.blas import blas_in_maps, find_blis, find_openblas
 
 
 def test_bundled_choice_and_missing_library_mean_no_preload(tmp_path):
     assert find_openblas("bundled") is None
     assert find_openblas(str(tmp_path / "libnothing.so")) is None
+
+
+def test_other_packages_own_openblas_is_not_named_as_mlxs():
+    """numpy and scipy map OpenBLAS copies with renamed symbols, which MLX cannot bind to."""
+    line = "7f1c2a000000-7f1c2a100000 r-xp 00000000 08:01 42 {}"
+    bundled = line.format("/venv/site-packages/mlx_cpu.libs/libblas-bd8a282c.so.3.10.0")
+    vendored = [line.format("/venv/site-packages/scipy.libs/libscipy_openblas-5f890258.so"),
+                line.format("/venv/site-packages/numpy.libs/libscipy_openblas64_-ff651d7f.so"),
+                line.format("/venv/site-packages/numpy.libs/libopenblas64_p-r0-0cf96a72.3.23.dev.so")]
+    system = line.format("/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so")
+    assert blas_in_maps("\n".join([bundled, *vendored])).startswith("the mlx wheel's bundled reference BLAS (/venv")
+    assert blas_in_maps("\n".join([bundled, *vendored, system])) == (
+        "OpenBLAS (/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so)")
 
 
 def greedy(model, preload: str | None) -> dict:

@@ -76,9 +76,15 @@ def blas_library() -> str:
         maps = Path("/proc/self/maps").read_text()
     except OSError:
         return "the platform's BLAS (Accelerate on macOS)" if sys.platform == "darwin" else "unknown"
-    # numpy's own OpenBLAS (numpy.libs, 64-bit-suffixed symbols) is not one MLX can use.
+    return blas_in_maps(maps)
+
+
+def blas_in_maps(maps: str) -> str:
+    """``blas_library`` from the text of a process's memory map."""
+    # numpy's and scipy's own OpenBLAS (numpy.libs, scipy_openblas: renamed symbols) is not one MLX can use.
     libs = sorted({line.split()[-1] for line in maps.splitlines()
-                   if ("blas" in line.lower() or "libblis" in line) and "/" in line and "numpy.libs" not in line})
+                   if ("blas" in line.lower() or "libblis" in line) and "/" in line and "numpy.libs" not in line
+                   and "scipy_openblas" not in line})
     fast = [lib for lib in libs if "openblas" in lib.lower()]
     if fast:
         return f"OpenBLAS ({fast[0]})"
