@@ -1,6 +1,7 @@
 """Where a draft/verify round's time goes, and how close the loop comes to its ideal.
 
     python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40] [--no-kernel]
+                                      [--model-thread]
 
 On specchat's own loop (the one the MLX engine runs), in this process, greedy:
 
@@ -42,7 +43,18 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=40, help="repetitions of each step timing")
     parser.add_argument("--no-kernel", action="store_true",
                         help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
+    parser.add_argument("--model-thread", action="store_true",
+                        help="run everything on the engine's MLX thread (its own streams), as the app does")
     args = parser.parse_args()
+    if args.model_thread:
+        from engines.mlx.model_thread import model_thread
+
+        model_thread().submit(measure, args).result()
+    else:
+        measure(args)
+
+
+def measure(args: argparse.Namespace) -> None:
     blocks = [int(b) for b in args.blocks.split(",")]
     started = time.perf_counter()
 
