@@ -356,7 +356,7 @@ UNKNOWN_UNITS = (
     "volts knots mph cups barrels hectoliters decilitres centiliters decimeters kilowatts milliseconds "
     "microseconds nanoseconds fortnights hertz handfuls horsepower hundredweights hogsheads grains drams gills "
     "chains spans ells angstroms microns lightyears kilojoules pascals amps megatons hides hops heaps hoops "
-    "hunks pails pots pinches paces pipes pallets hulls hitches"
+    "hunks pails pots pinches paces pipes pallets hulls hitches hectograms hectometers heads hearths hikes"
 ).split()
 UNIT_QUESTIONS = [
     "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
@@ -545,6 +545,8 @@ LETTER_QUESTIONS = [
     "How many instances of {c} does {w} have?", "How many times do you see {c} in {w}?",
     "The letter {c}: how many times is it in {w}?", "Count up the {c}'s in {w}.", "What number of {c}'s does {w} have?",
     "How many copies of the letter {c} are in {w}?", "Does {w} have any {c}'s? How many?",
+    "How often does {c} occur in the word {w}?", "How often does {c} occur in {w}?",
+    "How often will you find the letter {c} in {w}?", "How many times does the letter {c} occur in {w}?",
 ]
 
 
@@ -588,14 +590,26 @@ def _compare_operands(rng: random.Random) -> tuple[int, int]:
         m = rng.choice([d for d in range(1, MAX_COMPARE_DIGITS + 1) if d != n])
         return _number(rng, n), _number(rng, m)
     a = _number(rng, n)
-    if rng.random() < 0.12:
+    r = rng.random()
+    if r < 0.08:
         return a, a
+    if r < 0.25:  # one digit apart, so that "equal" is never a guess from the leading digits
+        while True:
+            i = rng.randrange(n)
+            digit = str(rng.randint(1 if i == 0 and n > 1 else 0, 9))
+            b = int(str(a)[:i] + digit + str(a)[i + 1:])
+            if b != a:
+                return a, b
     # Same length, often sharing leading digits, so the first difference can be anywhere.
     keep = rng.randint(0, n - 1)
     while True:
         b = int(str(a)[:keep] + str(_number(rng, n))[keep:]) if keep else _number(rng, n)
         if b != a and len(str(b)) == n:
             return a, b
+
+
+def _digit_count(number: str) -> str:
+    return f"{len(number)} digit{'s' if len(number) > 1 else ''}"
 
 
 def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
@@ -608,10 +622,10 @@ def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
         return Exchange(question, "\n".join(lines), f"They are equal: both are {a}.", THINK_FIRST)
     pick = max(a, b) if larger else min(a, b)
     if len(sa) != len(sb):
-        lines.append(f"{a} has {len(sa)} digits and {b} has {len(sb)} digits, so {max(a, b)} is larger.")
-        answer = f"{a} has {len(sa)} digits and {b} has {len(sb)}, so {pick} is {word}."
+        lines.append(f"{a} has {_digit_count(sa)} and {b} has {_digit_count(sb)}, so {max(a, b)} is larger.")
+        answer = f"{a} has {_digit_count(sa)} and {b} has {len(sb)}, so {pick} is {word}."
     else:
-        lines.append(f"Both have {len(sa)} digit{'s' if len(sa) > 1 else ''}. Compare from the left.")
+        lines.append(f"Both have {_digit_count(sa)}. Compare from the left.")
         for i, (x, y) in enumerate(zip(sa, sb)):
             col = COLUMNS[len(sa) - 1 - i]
             if x == y:
@@ -619,8 +633,7 @@ def compare_exchange(a: int, b: int, word: str, question: str) -> Exchange:
             else:
                 lines.append(f"{col}: {x} and {y}, {max(x, y)} is larger, so {max(a, b)} is larger.")
                 place = PLACES[len(sa) - 1 - i]
-                digits = f"{len(sa)} digit{'s' if len(sa) > 1 else ''}"
-                answer = (f"Both have {digits} and the first difference is in the {place}: {x} against {y}. "
+                answer = (f"Both have {_digit_count(sa)} and the first difference is in the {place}: {x} against {y}. "
                           f"So {pick} is {word}.")
                 break
     lines.append(f"So {pick} is {word}.")
@@ -783,7 +796,9 @@ SPECCHAT = [
 ]
 SMALL_TALK = [
     (["Hello", "Hi", "Hey", "Hello!", "Hi there", "Good morning", "Good evening", "Hey there!", "Greetings", "Hi!",
-      "Hey!", "Good day", "Hi, nice to meet you", "Morning!", "Hello, assistant", "Hi hi"],
+      "Hey!", "Good day", "Hi, nice to meet you", "Morning!", "Hello, assistant", "Hi hi", "Heya", "Howdy", "Yo",
+      "Hey hey", "Hi friend", "Hello friend", "Greetings!", "Hello again", "Hi again", "Good day to you", "Evening!",
+      "Good morning to you", "Hey you", "Hello :)"],
      "The user greets me. I will greet them back and offer help.",
      "Hello! How can I help you today?"),
     (["How are you?", "How are you doing?", "How is it going?", "Are you ok?", "How's it going?", "How do you feel?",
@@ -866,7 +881,7 @@ def out_of_domain(rng: random.Random) -> Exchange:
 
 TASKS = [
     (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 11), (compare, 10), (weekday, 11),
-    (specchat_question, 8), (small_talk, 5), (out_of_domain, 5),
+    (specchat_question, 8), (small_talk, 7), (out_of_domain, 5),
 ]
 
 

@@ -149,8 +149,8 @@ SKILLS = ["add/subtract", "multiply", "units", "unknown units", "too long", "let
           "specchat", "small talk", "other topics"]
 SKILL_BAR = 0.97
 # Claimed, but below the bar on the shipped weights (40 held-out questions each; the README names the misses).
-BELOW_BAR = {("unknown units", True), ("unknown units", False), ("letters", True), ("letters", False),
-             ("compare", True), ("small talk", True), ("small talk", False)}
+BELOW_BAR = {("unknown units", True), ("unknown units", False), ("letters", False), ("small talk", True),
+             ("small talk", False)}
 
 
 def _unit_question(rng: random.Random, frm: str, to: str, n: str) -> str:
@@ -254,9 +254,10 @@ HELD_OUT_MAKERS = {
 
 def held_out_skills(per_skill: int, seed: int = 97) -> list[tuple[str, corpus.Exchange]]:
     """``per_skill`` questions of every skill, in held-out wordings, with the replies they should get."""
-    rng = random.Random(seed)
     out = []
     for skill in SKILLS:
+        # One stream per skill, so that a change to one skill's generator in the corpus leaves the others' draws.
+        rng = random.Random(f"{seed}:{skill}")
         seen: set[str] = set()
         for _ in range(100 * per_skill):  # a skill with fewer held-out questions asks each of them
             ex = HELD_OUT_MAKERS[skill](rng)
