@@ -6,7 +6,10 @@
 On specchat's own loop (the one the MLX engine runs), in this process, greedy:
 
 - the cost of one plain target step, one draft step of the MTP head and a verify of k
-  positions, each measured alone (waited on), modes interleaved; ``c`` = draft ÷ plain;
+  positions, each measured alone (waited on), modes interleaved; ``c`` = draft ÷ plain; and the
+  share of each that passes before building and launching it returns (on a GPU, near 1 means the
+  host's launching is what the step costs, not the device's work; on a CPU the work runs while
+  it is launched);
 - decode tok/s with the drafter off (block 1) and at each block, runs interleaved, and the
   speed-up (median of per-run ratios against the block-1 run of the same round, min-max);
 - the ideal speed-up E[accepted + 1] ÷ (1 + (k − 1)·c) at each block, from the acceptance the
@@ -77,34 +80,44 @@ def measure(args: argparse.Namespace) -> None:
     state = decoder.new_state()
     mx.eval(decoder.feed(state, ids, 0, greedy))
 
-    def verify(length: int) -> float:
+    def timed(outputs, start: float) -> tuple[float, float]:
+        """(whole step, host part): launched without waiting, then waited on."""
+        mx.async_eval(*outputs)
+        launched = time.perf_counter()
+        mx.eval(*outputs)
+        return time.perf_counter() - start, launched - start
+
+    def verify(length: int) -> tuple[float, float]:
         tokens = mx.array([[ids[-1]] * length], dtype=mx.int32)
         start = time.perf_counter()
         result = decoder.target.verify(state.target, tokens)
-        mx.eval(result.tokens, result.layers)
+        elapsed = timed([result.tokens, result.layers], start)
         decoder.target.commit(state.target, result, 0)
-        return time.perf_counter() - start
+        return elapsed
 
-    def draft() -> float:
+    def draft() -> tuple[float, float]:
         caches = state.drafter.snapshot()
         start = time.perf_counter()
         tokens, _ = decoder.drafter.draft(caches, 3, greedy)  # block 3: one chained head step
-        mx.eval(tokens, caches.layers)
-        return time.perf_counter() - start
+        return timed([tokens, caches.layers], start)
 
     steps = {"plain": lambda: verify(1), "draft": draft, **{f"verify {k}": (lambda k=k: verify(k)) for k in blocks}}
     times: dict[str, list[float]] = {name: [] for name in steps}
+    host: dict[str, list[float]] = {name: [] for name in steps}
     for rep in range(args.reps + 3):
         for name, run in steps.items():
-            elapsed = run()
+            elapsed, launching = run()
             if rep >= 3:  # the first calls compile
                 times[name].append(elapsed)
+                host[name].append(launching / elapsed)
     _progress(started, "step costs measured")
     plain = statistics.median(times["plain"])
     c = statistics.median(times["draft"]) / plain
     print(f"{args.model}  BLAS: {blas_in_use()}")
     print(f"plain step {plain * 1e3:.2f} ms; draft step c = {c:.3f} of it; "
           + "; ".join(f"verify {k}: {statistics.median(times[f'verify {k}']) / plain:.2f}" for k in blocks))
+    print("launch returned after (share of the step): "
+          + "; ".join(f"{name} {statistics.median(shares):.2f}" for name, shares in host.items()))
 
     def decode(block: int) -> tuple[float, int, int, int]:
         run_state = decoder.new_state()
