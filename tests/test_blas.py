@@ -27,6 +27,17 @@ def test_other_packages_own_openblas_is_not_named_as_mlxs():
         "OpenBLAS (/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblasp-r0.3.21.so)")
 
 
+def test_cublas_and_extensions_named_blas_are_not_taken_for_a_blas():
+    line = "7f1c2a000000-7f1c2a100000 r-xp 00000000 08:01 42 {}"
+    maps = "\n".join(line.format(path) for path in (
+        "/venv/site-packages/nvidia/cu13/lib/libcublas.so.13", "/venv/site-packages/nvidia/cu13/lib/libcublasLt.so.13",
+        "/venv/site-packages/scipy/linalg/_fblas.cpython-312-x86_64-linux-gnu.so",
+        "/venv/site-packages/sklearn/utils/_cython_blas.cpython-312-x86_64-linux-gnu.so",
+        "/venv/site-packages/mlx_cuda_13.libs/libblas-bd8a282c.so.3.10.0"))
+    assert blas_in_maps(maps) == (
+        "the mlx wheel's bundled reference BLAS (/venv/site-packages/mlx_cuda_13.libs/libblas-bd8a282c.so.3.10.0)")
+
+
 def greedy(model, preload: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     if preload:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -79,12 +80,22 @@ def blas_library() -> str:
     return blas_in_maps(maps)
 
 
+# A BLAS library file by its name: not cuBLAS, nor a Python extension with "blas" in its name.
+_BLAS_FILE = re.compile(r"^lib(?:openblas|blas|blis)[^/]*\.so")
+
+
+def _usable_by_mlx(path: str) -> bool:
+    """A BLAS library MLX can bind to: not one another wheel vendors (``numpy.libs/``, ``scipy.libs/``:
+    loaded privately, with renamed symbols), only the system's or mlx's own."""
+    folder, _, name = path.rpartition("/")
+    vendored = folder.endswith(".libs") and not folder.rpartition("/")[2].startswith("mlx")
+    return bool(_BLAS_FILE.match(name)) and not vendored
+
+
 def blas_in_maps(maps: str) -> str:
     """``blas_library`` from the text of a process's memory map."""
-    # numpy's and scipy's own OpenBLAS (numpy.libs, scipy_openblas: renamed symbols) is not one MLX can use.
-    libs = sorted({line.split()[-1] for line in maps.splitlines()
-                   if ("blas" in line.lower() or "libblis" in line) and "/" in line and "numpy.libs" not in line
-                   and "scipy_openblas" not in line})
+    libs = sorted({path for path in (line.split()[-1] for line in maps.splitlines() if "/" in line)
+                   if _usable_by_mlx(path)})
     fast = [lib for lib in libs if "openblas" in lib.lower()]
     if fast:
         return f"OpenBLAS ({fast[0]})"
