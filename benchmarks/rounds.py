@@ -81,7 +81,7 @@ def measure(args: argparse.Namespace) -> None:
     mx.eval(decoder.feed(state, ids, 0, greedy))
 
     def timed(outputs, start: float) -> tuple[float, float]:
-        """(whole step, host part): launched without waiting, then waited on."""
+        """(whole step, time until launching returned): launched without waiting, then waited on."""
         mx.async_eval(*outputs)
         launched = time.perf_counter()
         mx.eval(*outputs)
@@ -91,9 +91,9 @@ def measure(args: argparse.Namespace) -> None:
         tokens = mx.array([[ids[-1]] * length], dtype=mx.int32)
         start = time.perf_counter()
         result = decoder.target.verify(state.target, tokens)
-        elapsed = timed([result.tokens, result.layers], start)
+        timing = timed([result.tokens, result.layers], start)
         decoder.target.commit(state.target, result, 0)
-        return elapsed
+        return timing
 
     def draft() -> tuple[float, float]:
         caches = state.drafter.snapshot()
@@ -103,13 +103,13 @@ def measure(args: argparse.Namespace) -> None:
 
     steps = {"plain": lambda: verify(1), "draft": draft, **{f"verify {k}": (lambda k=k: verify(k)) for k in blocks}}
     times: dict[str, list[float]] = {name: [] for name in steps}
-    host: dict[str, list[float]] = {name: [] for name in steps}
+    launch_shares: dict[str, list[float]] = {name: [] for name in steps}
     for rep in range(args.reps + 3):
         for name, run in steps.items():
-            elapsed, launching = run()
+            elapsed, launched = run()
             if rep >= 3:  # the first calls compile
                 times[name].append(elapsed)
-                host[name].append(launching / elapsed)
+                launch_shares[name].append(launched / elapsed)
     _progress(started, "step costs measured")
     plain = statistics.median(times["plain"])
     c = statistics.median(times["draft"]) / plain
@@ -117,7 +117,7 @@ def measure(args: argparse.Namespace) -> None:
     print(f"plain step {plain * 1e3:.2f} ms; draft step c = {c:.3f} of it; "
           + "; ".join(f"verify {k}: {statistics.median(times[f'verify {k}']) / plain:.2f}" for k in blocks))
     print("launch returned after (share of the step): "
-          + "; ".join(f"{name} {statistics.median(shares):.2f}" for name, shares in host.items()))
+          + "; ".join(f"{name} {statistics.median(shares):.2f}" for name, shares in launch_shares.items()))
 
     def decode(block: int) -> tuple[float, int, int, int]:
         run_state = decoder.new_state()
