@@ -356,8 +356,17 @@ UNKNOWN_UNITS = (
     "volts knots mph cups barrels hectoliters decilitres centiliters decimeters kilowatts milliseconds "
     "microseconds nanoseconds fortnights hertz handfuls horsepower hundredweights hogsheads grains drams gills "
     "chains spans ells angstroms microns lightyears kilojoules pascals amps megatons hides hops heaps hoops "
-    "hunks pails pots pinches paces pipes pallets hulls hitches hectograms hectometers heads hearths hikes"
+    "hunks pails pots pinches paces pipes pallets hulls hitches hectograms hectometers heads hearths hikes "
+    "packs pegs pods paws pans picks pucks planks hats hens hams hooks horns herds hives hoofs harps"
 ).split()
+# Syllables for made-up unit names: the model must answer a name it has never seen with the fallback too.
+_SYLLABLES = ("ba ko lu mi ne po ra si tu ve zo dar fen gol hir jun kel mor nix pel qua rin sol tak vin wex "
+              "yor zel bri clo dru fli gra plo sna tro hu pa he").split()
+
+
+def made_up_unit(rng: random.Random) -> str:
+    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) + "s"
+
 UNIT_QUESTIONS = [
     "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
     "How many {to} is {n} {frm}?", "What is {n} {frm} in {to}?", "{n} {frm} = ? {to}",
@@ -505,8 +514,11 @@ def units(rng: random.Random, too_long: bool = False) -> Exchange:
 def unknown_unit(rng: random.Random) -> Exchange:
     """A unit the model does not know, on either side: the list of those it knows, never a number."""
     known = rng.choice(UNITS)
-    if rng.random() < 0.15:
+    r = rng.random()
+    if r < 0.1:
         other = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(4, 9)))
+    elif r < 0.35:
+        other = made_up_unit(rng)
     else:
         other = rng.choice(UNKNOWN_UNITS)
     known_text = known.plural if rng.random() < 0.6 or not known.forms else rng.choice(known.forms)
@@ -522,7 +534,7 @@ def unknown_unit(rng: random.Random) -> Exchange:
 
 
 def conversions(rng: random.Random) -> Exchange:
-    return unknown_unit(rng) if rng.random() < 0.2 else units(rng)
+    return unknown_unit(rng) if rng.random() < 0.25 else units(rng)
 
 
 # ---------------------------------------------------------------- other skills
@@ -547,6 +559,9 @@ LETTER_QUESTIONS = [
     "How many copies of the letter {c} are in {w}?", "Does {w} have any {c}'s? How many?",
     "How often does {c} occur in the word {w}?", "How often does {c} occur in {w}?",
     "How often will you find the letter {c} in {w}?", "How many times does the letter {c} occur in {w}?",
+    "Count the number of times {c} appears in {w}.", "Count how often {c} appears in the word {w}.",
+    "Tell me how many times {c} appears in {w}.", "Count how many {c}'s appear in {w}.",
+    "Say how many times the letter {c} appears in {w}.", "Count every {c} that appears in {w}.",
 ]
 
 
@@ -798,7 +813,8 @@ SMALL_TALK = [
     (["Hello", "Hi", "Hey", "Hello!", "Hi there", "Good morning", "Good evening", "Hey there!", "Greetings", "Hi!",
       "Hey!", "Good day", "Hi, nice to meet you", "Morning!", "Hello, assistant", "Hi hi", "Heya", "Howdy", "Yo",
       "Hey hey", "Hi friend", "Hello friend", "Greetings!", "Hello again", "Hi again", "Good day to you", "Evening!",
-      "Good morning to you", "Hey you", "Hello :)"],
+      "Good morning to you", "Hey you", "Hello :)", "Afternoon!", "Hi, good morning",
+      "Hello, good evening", "Good evening to you", "Greetings, friend", "Hey, good day", "Morning, friend"],
      "The user greets me. I will greet them back and offer help.",
      "Hello! How can I help you today?"),
     (["How are you?", "How are you doing?", "How is it going?", "Are you ok?", "How's it going?", "How do you feel?",
