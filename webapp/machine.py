@@ -33,12 +33,16 @@ def cpu_model() -> str:
 
 
 def accelerator() -> str | None:
-    """MLX's default device, when MLX is installed (imported only here: ``import webapp`` stays light)."""
+    """The GPU MLX computes on by name ("Apple M4 Max", "NVIDIA H200"); None when MLX is missing or
+    runs on the CPU (imported only here: ``import webapp`` stays light)."""
     if importlib.util.find_spec("mlx") is None:
         return None
     import mlx.core as mx
 
-    return str(mx.default_device())
+    device = mx.default_device()
+    if device.type == mx.cpu:
+        return None
+    return str(mx.device_info(device).get("device_name") or device)
 
 
 @functools.cache
