@@ -359,14 +359,6 @@ UNKNOWN_UNITS = (
     "hunks pails pots pinches paces pipes pallets hulls hitches hectograms hectometers heads hearths hikes "
     "packs pegs pods paws pans picks pucks planks hats hens hams hooks horns herds hives hoofs harps"
 ).split()
-# Syllables for made-up unit names: the model must answer a name it has never seen with the fallback too.
-_SYLLABLES = ("ba ko lu mi ne po ra si tu ve zo dar fen gol hir jun kel mor nix pel qua rin sol tak vin wex "
-              "yor zel bri clo dru fli gra plo sna tro hu pa he").split()
-
-
-def made_up_unit(rng: random.Random) -> str:
-    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) + "s"
-
 UNIT_QUESTIONS = [
     "How many {to} are in {n} {frm}?", "How many {to} in {n} {frm}?", "{n} {frm} is how many {to}?",
     "How many {to} is {n} {frm}?", "What is {n} {frm} in {to}?", "{n} {frm} = ? {to}",
@@ -509,6 +501,15 @@ def units(rng: random.Random, too_long: bool = False) -> Exchange:
         frm_text = _written(frm, amount, rng)
         question = unit_question(rng, "{n}", "{frm}", to_text).replace("{n} {frm}", _amount_text(amount, frm_text, rng))
     return conversion(frm, to, amount, question)
+
+
+# Syllables for made-up unit names: the model must answer a name it has never seen with the fallback too.
+_SYLLABLES = ("ba ko lu mi ne po ra si tu ve zo dar fen gol hir jun kel mor nix pel qua rin sol tak vin wex "
+              "yor zel bri clo dru fli gra plo sna tro hu pa he").split()
+
+
+def made_up_unit(rng: random.Random) -> str:
+    return "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 3))) + "s"
 
 
 def unknown_unit(rng: random.Random) -> Exchange:
