@@ -21,6 +21,7 @@ class Page:
         self.page = page
         self.server = server
         self.frames: list[dict] = []
+        self.sent: list[dict] = []
 
     def of_type(self, kind: str) -> list[dict]:
         return [f for f in self.frames if f.get("type") == kind]
@@ -34,7 +35,8 @@ def tab(browser, fake_server):  # noqa: F811
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
     tab = Page(page, fake_server)
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: tab.frames.append(json.loads(payload))))
+    page.on("websocket", lambda ws: (ws.on("framereceived", lambda payload: tab.frames.append(json.loads(payload))),
+                                     ws.on("framesent", lambda payload: tab.sent.append(json.loads(payload)))))
     tab.open = lambda: (page.goto(fake_server.url + "/"), page.wait_for_selector("#engine[data-state=ready]"))
     yield tab
     context.close()
@@ -111,13 +113,20 @@ def test_race_fills_both_lanes_and_sums_up(tab):
     assert f"{done['off']['tok_s']['median']:.1f} tok/s (from the last race)" in \
         tab.page.locator("#baseline-status").inner_text()
 
-    # A past message races again from its own button, with the runs selector's count.
+    # A past message races again from its own button, with the runs selector's count, in its own place:
+    # a new branch beside it (here a new first message), not a turn after everything since.
     tab.page.select_option("#race-runs", "1")
     tab.page.locator(".msg.user").first.hover()
+    since = len(tab.frames)
     tab.page.get_by_role("button", name="Re-race this prompt").first.click()
-    second = wait_race_done(tab, 2)
+    second = wait_for_frame(tab, "race_done", since, timeout_ms=30_000)
+    wait_race_done(tab)  # the new race's view, in place of the old one
     assert second["id"] != done["id"] and second["runs"] == 1
-    assert tab.page.locator(".msg.user .bubble").nth(1).inner_text() == "Convert 5 km to meters"
+    sent = next(f for f in tab.sent if f.get("id") == second["id"])
+    assert sent["type"] == "race" and "parent" in sent and sent["parent"] is None
+    assert tab.page.locator(".msg.user .bubble").all_inner_texts() == ["Convert 5 km to meters"]
+    tab.page.locator(".msg.user .branch-count").wait_for()
+    assert tab.page.locator(".msg.user .branch-count").inner_text() == "2/2"
 
 
 def test_replay_plays_both_lanes_at_their_recorded_pace(tab):

@@ -13,11 +13,11 @@ export class Conversation {
   /**
    * @param {HTMLElement} log the scrolling container
    * @param {HTMLButtonElement} jump "Jump to latest", shown while the reader is scrolled up during a reply
-   * @param {{onResend: (text: string) => void, onRace: (text: string) => void,
+   * @param {{onResend: (text: string) => void, onRace: (message: UserMessage) => void,
    *          judge: (stats: object) => object|null, onEdit: (message: UserMessage, text: string) => boolean,
    *          onRegenerate: (turn: AssistantTurn) => void, onContinue: (turn: AssistantTurn) => void,
    *          onSelect: (id: string) => void, streaming: () => boolean}} hooks `onRace` races a past
-   *   message's text again; `judge` is handed to each reply (see AssistantTurn); `onEdit`, `onRegenerate`
+   *   message again; `judge` is handed to each reply (see AssistantTurn); `onEdit`, `onRegenerate`
    *   and `onSelect` make and switch branches; `onContinue` goes on with an unfinished reply.
    */
   constructor(log, jump, { onResend, onRace, judge, onEdit, onRegenerate, onContinue, onSelect, streaming }) {
@@ -27,7 +27,6 @@ export class Conversation {
     this.emptyState = log.querySelector(".empty-state");
     this.turnHooks = { onResend, judge, onRegenerate, onContinue, onSelect };
     this.userHooks = { onEdit, onRace, onSelect };
-    this.onRace = onRace;
     this.streaming = streaming;
     this.turns = new Map(); // assistant turns by chat request id
     this.users = new Map(); // user messages by chat request id

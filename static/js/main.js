@@ -53,7 +53,7 @@ const calibrateError = $("#calibrate-error");
 
 const conversation = new Conversation($("#log"), $("#jump"), {
   onResend: (text) => composer.insert(text),
-  onRace: (text) => startRace(text, composer.runs),
+  onRace: (user) => startRace(user.text, composer.runs, user),
   judge: judgeReply,
   onEdit: editMessage,
   onRegenerate: regenerate,
@@ -240,12 +240,20 @@ function selectBranch(id) {
   connection.send({ type: "select", message: id });
 }
 
-/** Race `text` with the drafter off and on, `runs` times each way; false when it could not start. */
-function startRace(text, runs) {
+/**
+ * Race `text` with the drafter off and on, `runs` times each way; false when it could not start.
+ * Raced again from a past message (`beside`), it becomes a new branch beside that message, as an edit
+ * does, so both lanes see the history that message saw; otherwise it follows the current branch.
+ */
+function startRace(text, runs, beside = null) {
   if (current || !connected) return false;
   const id = newId();
-  if (!connection.send({ type: "race", id, text, runs })) return false;
+  const inPlace = beside !== null && beside.parent !== undefined;
+  const frame = { type: "race", id, text, runs, ...(inPlace ? { parent: beside.parent } : {}) };
+  if (!connection.send(frame)) return false;
+  if (inPlace) conversation.truncateFrom(beside);
   conversation.addUser(id, text);
+  conversation.sentAfter(id, inPlace ? beside.parent : leaf);
   current = conversation.addItem(raceView(id, text, runs));
   refresh();
   return true;

@@ -17,9 +17,9 @@ export class UserMessage {
   /**
    * @param {string|null} id the chat request that sent it (null for a stored one)
    * @param {string} text
-   * @param {{onEdit: (message: UserMessage, text: string) => boolean, onRace: (text: string) => void,
+   * @param {{onEdit: (message: UserMessage, text: string) => boolean, onRace: (message: UserMessage) => void,
    *          onSelect: (id: string) => void}} hooks `onEdit` sends the edit as a new branch; false when
-   *   it could not go out (the editor stays open).
+   *   it could not go out (the editor stays open). `onRace` races this message again.
    */
   constructor(id, text, hooks) {
     this.id = id;
@@ -69,7 +69,7 @@ export class UserMessage {
       edit.disabled = this.locked;
       items.push(edit);
     }
-    const race = button("Race", "Re-race this prompt", () => this.hooks.onRace(this.text));
+    const race = button("Race", "Re-race this prompt", () => this.hooks.onRace(this));
     race.classList.add("race-again");
     race.title = "Run this prompt with the drafter off and on, side by side";
     race.disabled = this.locked;
