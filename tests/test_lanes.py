@@ -4,7 +4,7 @@ from engines import Answer, Done, GenerationOptions, Message, Thinking, Turn, gu
 from engines.fake import ANSWER, THINKING, FakeEngine
 from engines.stats import rounds_from_depths
 from webapp.lanes import Lane, LaneRun, block_lane, schedule, tally
-from webapp.measures import divergence, spread
+from webapp.measures import divergence, pooled_depths, spread
 
 OPTIONS = GenerationOptions()
 
@@ -87,3 +87,18 @@ def test_fake_engine_drafts_in_verify_rounds_and_says_which_text_was_drafted():
     plain, done_plain = play(OPTIONS.updated({"speculative": False}))
     assert not any(d.rounds or d.draft_spans for d in plain)
     assert done_plain.stats["rounds"] is None and done_plain.stats["drafted"] is None
+
+
+def test_acceptance_by_depth_pools_every_run_by_its_rounds():
+    base, fast = lanes(1, 3)
+    results = [
+        result(base, 0, 100.0), result(base, 1, 100.0),
+        LaneRun(fast, 0, 0, finish_reason="stop", stats={"tok_s": 150.0, "rounds": 30,
+                                                          "acceptance_by_depth": [0.9, 0.6]}),
+        LaneRun(fast, 1, 0, finish_reason="stop", stats={"tok_s": 150.0, "rounds": 10,
+                                                          "acceptance_by_depth": [0.5, 0.2]}),
+    ]
+    # 30 rounds at 0.9 and 10 at 0.5 pool to 0.8; not the last run's 0.5, nor the plain mean 0.7.
+    assert tally(results, fast, base).acceptance_by_depth == [0.8, 0.5]
+    assert pooled_depths([(None, 5), ([0.5], 0)]) is None
+    assert pooled_depths([([1.0, None], 4), ([0.5, 0.25], 4)]) == [0.75, 0.25]

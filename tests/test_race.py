@@ -153,7 +153,7 @@ def test_a_reconnecting_tab_gets_the_whole_race(fake_server):
 
 def test_receipt_as_json_and_markdown_survives_a_restart(fake_server, tmp_path):
     with WsClient(fake_server.ws_url) as ws:
-        summary, _ = race(ws, id="receipt-1", runs=2)
+        summary, frames = race(ws, id="receipt-1", runs=2)
     assert summary["receipt"] == "/api/receipts/receipt-1"
     body = requests.get(fake_server.url + summary["receipt"]).json()
     assert body["ok"] is True
@@ -162,8 +162,14 @@ def test_receipt_as_json_and_markdown_survives_a_restart(fake_server, tmp_path):
     assert receipt["speedup"] == summary["speedup"] and receipt["identical"] is True
     assert receipt["off"]["tok_s"] == summary["off"]["tok_s"] and receipt["on"]["ttft_ms"] == summary["on"]["ttft_ms"]
     assert receipt["runs"] == {"asked": 2, "measured": 2} and receipt["prompt"] == "hello"
-    assert receipt["acceptance"] == summary["on"]["stats"]["acceptance"]
-    assert receipt["mean_accepted"] == summary["on"]["stats"]["mean_accepted"]
+    # Acceptance over both drafter-on runs, as the rates are.
+    on_done = [f["stats"] for f in frames if f["type"] == "done" and f.get("lane") == "on"]
+    assert len(on_done) == 2
+    assert receipt["acceptance"] == summary["on"]["acceptance"] == round(
+        sum(s["accepted"] for s in on_done) / sum(s["drafted"] for s in on_done), 4)
+    assert receipt["mean_accepted"] == summary["on"]["mean_accepted"] == round(
+        sum(s["accepted"] for s in on_done) / sum(s["rounds"] for s in on_done), 3)
+    assert receipt["acceptance_by_depth"] == summary["on"]["acceptance_by_depth"] and receipt["acceptance_by_depth"]
     assert receipt["block_size"] == 4 and receipt["sampling"] == {"temperature": 0.0, "top_p": 1.0}
     assert set(receipt["machine"]) == {"cpu", "cores", "os", "accelerator", "blas"} and receipt["machine"]["cores"] > 0
     assert set(receipt["versions"]) == {"specchat", "mlx", "mlx-vlm"} and receipt["versions"]["specchat"]
@@ -250,3 +256,23 @@ def test_bad_sweeps_get_an_error(fake_server, blocks):
         error, _ = ws.until("error")
         assert (error["code"], error["id"]) == ("bad_frame", "s1") and "blocks" in error["message"]
     assert not [t for t in fake_server.engine.turns if t.id == "s1"]
+
+
+def test_a_contest_that_breaks_off_still_ends_in_one_summary_and_frees_the_engine(fake_server, monkeypatch):
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(fake_server.host.receipts, "record", broken)
+    monkeypatch.setattr(fake_server.host.receipts, "record_sweep", broken)
+    with WsClient(fake_server.ws_url) as ws:
+        summary, frames = race(ws, id="broken", runs=1)
+        assert [f["type"] for f in frames].count("race_done") == 1
+        assert summary["finish_reason"] == "error" and summary["error"]["code"] == "internal"
+        assert summary["on"]["tok_s"] is None and summary["speedup"] is None and summary["message"]
+        ws.send({"type": "sweep", "id": "broken-sweep", "text": "hello", "blocks": [1, 2], "runs": 1})
+        swept, frames = ws.until("sweep_done", timeout=60, id="broken-sweep")
+        assert [f["type"] for f in frames].count("sweep_done") == 1
+        assert swept["finish_reason"] == "error" and [row["block"] for row in swept["rows"]] == [1, 2]
+        monkeypatch.undo()
+        summary, _ = race(ws, id="after", runs=1)
+    assert summary["finish_reason"] == "stop" and summary["speedup"] is not None

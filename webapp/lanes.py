@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from engines import Answer, Done, Engine, EngineError, GenerationOptions, Message, Thinking, Turn, guarded
 
 from .frames import done_frame, reply_frame
-from .measures import divergence, ratios, spread
+from .measures import divergence, pooled_depths, ratios, spread
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ def tally(results: list[LaneRun], lane: Lane, baseline: Lane) -> Tally:
         speedup=spread(ratios([mine[k].stats.get("tok_s") for k in pairs], [base[k].stats.get("tok_s") for k in pairs]),
                        digits=3),
         acceptance=round(accepted / drafted, 4) if drafted else None,
-        acceptance_by_depth=runs[-1].stats.get("acceptance_by_depth") if runs else None,
+        acceptance_by_depth=pooled_depths([(r.stats.get("acceptance_by_depth"), r.stats.get("rounds")) for r in runs]),
         mean_accepted=round(accepted / rounds, 3) if rounds else None,
         identical=differ is None if pairs else None,
         divergence=differ,

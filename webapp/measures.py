@@ -1,4 +1,5 @@
-"""Summaries shared by races, receipts and ``specchat bench``: spread of a sample, where two texts part."""
+"""Summaries shared by races, receipts and ``specchat bench``: spread of a sample, where two texts part,
+acceptance by draft depth over several runs."""
 
 from __future__ import annotations
 
@@ -27,3 +28,17 @@ def divergence(a: str, b: str) -> tuple[int, str, str] | None:
         return None
     index = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return index, a[index: index + EXCERPT_CHARS], b[index: index + EXCERPT_CHARS]
+
+
+def pooled_depths(runs: list[tuple[list[float | None] | None, int | None]]) -> list[float | None] | None:
+    """Acceptance at each draft depth over several runs, from each run's ``(acceptance_by_depth, rounds)``:
+    each run's share weighs as many rounds as it verified. None when no run has both."""
+    known = [(shares, rounds) for shares, rounds in runs if shares and rounds]
+    if not known:
+        return None
+    pooled = []
+    for k in range(max(len(shares) for shares, _ in known)):
+        at = [(shares[k], rounds) for shares, rounds in known if k < len(shares) and shares[k] is not None]
+        total = sum(rounds for _, rounds in at)
+        pooled.append(round(sum(share * rounds for share, rounds in at) / total, 4) if total else None)
+    return pooled

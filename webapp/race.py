@@ -7,6 +7,7 @@ is a sweep over two lanes. The engine is held for the contest (other tabs get
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +19,11 @@ from .errors import ClientError
 from .host import EngineHost
 from .lanes import Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule, tally
 from .protocol import RaceFrame, SweepFrame
+
+log = logging.getLogger(__name__)
+# The summary of a contest that broke off unexpectedly: its frame still comes, with this error.
+BROKE_OFF = {"code": "internal",
+             "message": "The contest broke off unexpectedly (specchat's log says why): run it again."}
 
 
 @dataclass
@@ -58,8 +64,11 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
             host.broadcast(host.engine_frame())
         return summary
 
+    def broke_off() -> dict:
+        return race_summary(frame.id, "error", BROKE_OFF, *(tally([], lane, lanes[0]) for lane in lanes))
+
     lanes = race_lanes(options)
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, parent)
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, broke_off, parent)
 
 
 def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
@@ -70,15 +79,19 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
     parent = conversation.current
     started_at, context = time.time(), len(conversation.history(parent))
 
-    def summarize(results: list[LaneRun], cancel: Relay) -> dict:
+    def sweep_summary(results: list[LaneRun], finish: str, error: dict | None) -> dict:
+        """The ``sweep_done`` frame."""
         rows = [tally(results, lane, lanes[0]).row() for lane in lanes]
-        finish, error = outcome(results, cancel)
         measured = [row for row in rows if row["tok_s"] is not None]
         best = max(measured, key=lambda row: row["tok_s"]["median"])["block"] if measured else None
         summary = {"type": "sweep_done", "id": frame.id, "finish_reason": finish, "runs": frame.runs,
                    "rows": rows, "best": best}
         if error:
             summary["error"] = error
+        return summary
+
+    def summarize(results: list[LaneRun], cancel: Relay) -> dict:
+        summary = sweep_summary(results, *outcome(results, cancel))
         summary["receipt"] = host.receipts.record_sweep(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, blocks=frame.blocks,
             runs=frame.runs, context_messages=context, at=started_at,
@@ -86,7 +99,8 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
         return summary
 
     lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize, parent)
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize,
+         lambda: sweep_summary([], "error", BROKE_OFF), parent)
 
 
 def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally) -> dict:
@@ -94,7 +108,8 @@ def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally
     summary = {
         "type": "race_done", "id": id, "finish_reason": finish, "runs": on.pairs,
         "off": {"tok_s": off.tok_s, "ttft_ms": off.ttft_ms, "stats": off.stats},
-        "on": {"tok_s": on.tok_s, "ttft_ms": on.ttft_ms, "stats": on.stats},
+        "on": {"tok_s": on.tok_s, "ttft_ms": on.ttft_ms, "stats": on.stats, "acceptance": on.acceptance,
+               "acceptance_by_depth": on.acceptance_by_depth, "mean_accepted": on.mean_accepted},
         "speedup": on.speedup, "identical": on.identical,
         "first_divergence": on.divergence and dict(zip(("index", "off", "on"), on.divergence)),
     }
@@ -104,11 +119,13 @@ def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally
 
 
 def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int,
-         kept: Lane, summarize: Callable[[list[LaneRun], Relay], dict], parent: str | None) -> None:
+         kept: Lane, summarize: Callable[[list[LaneRun], Relay], dict], broke_off: Callable[[], dict],
+         parent: str | None) -> None:
     """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
-    failed race), then play every lane in the conversation and end with ``summarize``'s frame. The
-    text is stored after ``parent`` with ``kept``'s last answer as its reply, as a chat's would be;
-    every frame carries that reply's ``message`` id."""
+    failed race), then play every lane in the conversation and end with ``summarize``'s frame, or
+    ``broke_off``'s if anything fails unexpectedly: one summary frame either way. The text is stored
+    after ``parent`` with ``kept``'s last answer as its reply, as a chat's would be; every frame
+    carries that reply's ``message`` id."""
     if conversation.job is not None:
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
     if not host.exclusive.acquire(blocking=False):
@@ -146,6 +163,9 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
                 return Said(finish_reason=summary["finish_reason"], last=summary)
             stats = {**shown.stats, "error": shown.error} if shown.error else shown.stats
             return Said(shown.answer, shown.thinking, shown.finish_reason, stats, summary)
+        except Exception:
+            log.exception("contest %s broke off", id)
+            return Said(finish_reason="error", last={**broke_off(), "message": reply["id"]})
         finally:
             host.exclusive.release()
 

@@ -86,7 +86,7 @@ def _measured(kind: str, summary: dict, *, prompt: str, options: GenerationOptio
 def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
           runs: int, context_messages: int, at: float) -> dict:
     """A race's receipt, from its ``race_done`` frame."""
-    on_stats = summary["on"]["stats"] or {}
+    on = summary["on"]  # acceptance over every drafter-on run, as the rates are
     return {
         **_measured("race", summary, prompt=prompt, options=options, engine=engine,
                     context_messages=context_messages, at=at),
@@ -95,8 +95,8 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
         "off": {"tok_s": summary["off"]["tok_s"], "ttft_ms": summary["off"]["ttft_ms"]},
         "on": {"tok_s": summary["on"]["tok_s"], "ttft_ms": summary["on"]["ttft_ms"]},
         "speedup": summary["speedup"],
-        "acceptance": on_stats.get("acceptance"), "acceptance_by_depth": on_stats.get("acceptance_by_depth"),
-        "mean_accepted": on_stats.get("mean_accepted"),
+        "acceptance": on["acceptance"], "acceptance_by_depth": on["acceptance_by_depth"],
+        "mean_accepted": on["mean_accepted"],
         "identical": summary["identical"], "first_divergence": summary["first_divergence"],
         "command": bench_command(spec, engine, options, prompt, runs, [1, options.draft_block_size]),
     }

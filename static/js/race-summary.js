@@ -54,11 +54,15 @@ export function renderRaceSummary(el, raceDone) {
   };
   row("Decode tok/s", "tok_s", formatSpread(off.tok_s, formatRate), formatSpread(on.tok_s, formatRate));
   row("Time to first token", "ttft", formatSpreadMs(off.ttft_ms), formatSpreadMs(on.ttft_ms));
-  const onStats = on.stats ?? {};
-  if (onStats.acceptance != null) row("Drafts accepted", "acceptance", "–", formatPercent(onStats.acceptance));
-  if (onStats.mean_accepted != null) row("Accepted per round", "mean_accepted", "–", formatMean(onStats.mean_accepted));
-  if (Array.isArray(onStats.acceptance_by_depth) && onStats.acceptance_by_depth.length) {
-    const depths = onStats.acceptance_by_depth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
+  // Over every drafter-on run, as the rates are (a race stored before these were sent has its last run's).
+  const pooled = (key) => on[key] ?? on.stats?.[key];
+  const acceptance = pooled("acceptance");
+  const meanAccepted = pooled("mean_accepted");
+  const byDepth = pooled("acceptance_by_depth");
+  if (acceptance != null) row("Drafts accepted", "acceptance", "–", formatPercent(acceptance));
+  if (meanAccepted != null) row("Accepted per round", "mean_accepted", "–", formatMean(meanAccepted));
+  if (Array.isArray(byDepth) && byDepth.length) {
+    const depths = byDepth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
     row("By draft depth", "by_depth", "–", depths);
   }
   table.append(body);
