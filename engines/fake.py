@@ -6,7 +6,8 @@ stream, can be told to fail mid-stream, and pauses where a test asks (``holds``,
 until ``resume()``) so a live state lasts while the test looks at it. Each
 forward pass (one plain token, or one verify round with the drafter on) takes
 ``delay_s``; verify rounds keep drafts by a fixed pattern, so drafting is
-faster by the tokens a round yields. A word is a token; given a context
+faster by the tokens a round yields, unless ``round_s`` makes each round cost
+more than that saves. A word is a token; given a context
 (``context_words``) it measures prompts and refuses one that does not fit.
 """
 
@@ -41,6 +42,7 @@ class FakeEngine(Engine):
         self._seen: dict[str, int] = {}
         self.turns: list[Turn] = []
         self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
+        self.round_s = 0.0  # what a verify round costs on top of ``delay_s``: a drafter that does not pay
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
@@ -93,7 +95,7 @@ class FakeEngine(Engine):
                     while not (self._resume.acquire(timeout=0.02) or turn.cancel.is_set()):
                         pass
                     continue
-                time.sleep(self.delay_s)
+                time.sleep(self.delay_s + (self.round_s if drafts else 0.0))
                 # One forward pass: a plain token, or a verify round's kept drafts plus the verifier's token.
                 kept = min(KEPT[len(rounds) % len(KEPT)], drafts, len(script) - n - 1) if drafts else 0
                 if rounds is not None:

@@ -347,3 +347,38 @@ def test_calibration_measures_the_drafter_off_speed(tab):
     assert stored["source"] == "calibration"
     assert f"{stored['tok_s']:.1f} tok/s" in page.locator("#baseline-status").inner_text()
     assert page.locator("#calibrate").is_enabled() and page.locator("#calibrate-error").is_hidden()
+
+
+def test_the_first_drafter_on_reply_measures_the_drafter_off_speed_once_and_is_judged(tab):
+    host, engine = tab.server.host, tab.server.engine
+    engine.round_s = 0.2  # each verify round costs more than its drafts save: drafting does not pay here
+    engine.delay_s = 0.05  # the measurement lasts long enough to be seen
+    calibrations = []
+    tab.page.on("request", lambda r: r.url.endswith("/api/calibrate") and calibrations.append(r.method))
+    tab.open()
+    assert host.baselines.get(host.engine.info()) is None
+    assert "not measured yet" in tab.page.locator("#baseline-status").text_content()
+
+    tab.page.fill("#prompt", "hello")
+    tab.page.press("#prompt", "Enter")
+    # No rate to judge the reply by, so the tab measures one (sending waits meanwhile), then judges the
+    # reply that asked for it.
+    tab.page.wait_for_function(
+        "() => document.querySelector('#composer-hint').textContent.includes('Measuring the drafter-off speed')",
+        timeout=30_000)
+    tab.page.fill("#prompt", "too soon")
+    assert tab.page.locator("#send").is_disabled()
+    note = tab.page.locator(".msg.assistant .note-slow-draft")
+    note.wait_for(timeout=30_000)
+    stored = host.baselines.get(host.engine.info())
+    assert calibrations == ["POST"] and stored["source"] == "calibration"
+    assert f"{stored['tok_s']:.1f} tok/s without it" in note.inner_text()
+    assert "tok/s (measured)" in tab.page.locator("#baseline-status").text_content()
+
+    # Once known, the rate is not measured again: the next reply is judged by it at once.
+    tab.page.fill("#prompt", "again")
+    assert tab.page.locator("#send").is_enabled()  # the measurement no longer holds the composer
+    tab.page.press("#prompt", "Enter")
+    tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant .note-slow-draft').length === 2",
+                               timeout=30_000)
+    assert calibrations == ["POST"]

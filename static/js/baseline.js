@@ -20,6 +20,7 @@ export class Baseline {
   constructor() {
     this.key = null;
     this.rates = loadPref("baselines", {});
+    this.tried = new Set(); // engines and models measured (or tried) in this tab
   }
 
   /** `engine` as in `hello` and `engine` frames; a different model has a different baseline. */
@@ -39,8 +40,18 @@ export class Baseline {
     return `Drafter-off speed: ${formatRate(known.tok_s)} tok/s (${from}). Drafter-on replies slower than this get a notice.`;
   }
 
+  /**
+   * Whether a finished reply should start this model's first measurement here: a drafter ran, long
+   * enough to judge, and no drafter-off rate is known to judge it against.
+   */
+  needsCalibration(stats) {
+    if (this.rate || !this.key || this.tried.has(this.key)) return false;
+    return Boolean(stats) && stats.drafted != null && (stats.tokens ?? 0) >= MEASURE_TOKENS;
+  }
+
   /** POST /api/calibrate: the server measures the drafter-off rate; throws an Error to show as is. */
   async calibrate() {
+    if (this.key) this.tried.add(this.key);
     let response;
     let body = null;
     try {

@@ -34,6 +34,7 @@ let conversationId = idFromUrl();
 let needDraw = conversationId !== null; // the next hello opens a conversation to draw from the store
 const tree = new Tree(); // the open conversation as stored (refetched after each reply)
 let leaf = null; // the last message of the branch on screen: a chat without `parent` follows it
+let calibrating = false; // the drafter-off speed is being measured: the engine is held
 let drawToken = 0;
 let held = null; // frames that arrive while a stored conversation is being drawn
 let wasLocked = null;
@@ -329,7 +330,7 @@ function settle(turn) {
   }
 }
 
-/** Why nothing can be sent right now (disconnected, model loading), or null. */
+/** Why nothing can be sent right now (disconnected, model loading, speed being measured), or null. */
 function blockedReason() {
   if (!connected) {
     return everConnected
@@ -338,6 +339,7 @@ function blockedReason() {
   }
   if (engineInfo.state === "loading" || engineInfo.state === "starting") return "The model is loading…";
   if (engineInfo.state === "error") return "The engine could not start; see the message at the top.";
+  if (calibrating) return "Measuring the drafter-off speed, once for this model…";
   return null;
 }
 
@@ -355,7 +357,7 @@ function refresh() {
   quickBar.setEnabled(connected);
   newChatButton.disabled = !connected;
   resetCacheButton.disabled = !connected;
-  calibrateButton.disabled = !connected || current !== null || Boolean(blocked) || baselineStatus.textContent.startsWith("Measuring");
+  calibrateButton.disabled = !connected || current !== null || Boolean(blocked);
 }
 
 function showBanner(text) {
@@ -501,6 +503,7 @@ const handlers = {
     turn.done(frame);
     settle(turn);
     syncTree();
+    if (baseline.needsCalibration(turn.stats)) measureBaseline().then((measured) => measured && turn.rejudge());
   },
   race_done: finishItem,
   sweep_done: finishItem,
@@ -572,20 +575,31 @@ function learnBaseline(frame) {
   baselineStatus.textContent = baseline.describe();
 }
 
-calibrateButton.addEventListener("click", async () => {
-  calibrateButton.disabled = true;
+/**
+ * Measure this model's drafter-off speed: from the button, or after its first drafter-on reply here
+ * when no speed is known yet. The engine is held for the few seconds it takes, so sending waits.
+ * Returns whether it worked.
+ */
+async function measureBaseline() {
+  calibrating = true;
   calibrateError.hidden = true;
   baselineStatus.textContent = "Measuring the drafter-off speed…";
+  refresh();
   try {
     await baseline.calibrate();
+    return true;
   } catch (error) {
     calibrateError.textContent = error.message;
     calibrateError.hidden = false;
+    return false;
   } finally {
+    calibrating = false;
     baselineStatus.textContent = baseline.describe();
     refresh();
   }
-});
+}
+
+calibrateButton.addEventListener("click", measureBaseline);
 
 /** A new conversation in this tab; the one it leaves stays stored. */
 function startNewChat() {

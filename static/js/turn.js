@@ -261,6 +261,14 @@ export class AssistantTurn {
     schedule(this);
   }
 
+  /** Judge a finished reply again, once a drafter-off rate is known that was not when it ended. */
+  rejudge() {
+    if (!["stop", "length"].includes(this.el.dataset.finish)) return;
+    if (this.notes.some((n) => n.kind === "slow-draft") || this.notesEl.querySelector(".note-slow-draft")) return;
+    const notice = this.judge?.(this.stats);
+    if (notice) this.addNote("slow-draft", notice.text, undefined, notice.action);
+  }
+
   /**
    * An `error` frame for this reply. Before `start` it means the request was refused, so
    * no `done` follows and the reply ends here; later, `done` still closes the reply.
@@ -292,8 +300,8 @@ export class AssistantTurn {
     this.actionsDirty = true;
   }
 
-  addNote(kind, text, code) {
-    this.notes.push({ kind, text, code });
+  addNote(kind, text, code, action) {
+    this.notes.push({ kind, text, code, action });
     schedule(this);
   }
 
