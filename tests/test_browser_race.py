@@ -312,6 +312,7 @@ def test_receipt_saves_a_png_card_and_links_the_server_receipt(tab, tmp_path):
     tab.open()
     view = race(tab, "Convert 5 km to meters", 1)
     done = wait_race_done(tab)
+    assert tab.page.get_by_role("button", name="Save receipt").inner_text() == "Receipt"
     with tab.page.expect_download() as download:
         tab.page.get_by_role("button", name="Save receipt").click()
     path = tmp_path / "card.png"

@@ -242,7 +242,8 @@ export class RaceView {
       buttons.push(this.replayButton);
     }
     if (this.result && this.el.dataset.finish !== "error" && this.result.speedup) {
-      this.receiptButton = button("Save receipt", "Save receipt", () => this.saveReceipt());
+      this.receiptButton = button("Receipt", "Save receipt", () => this.saveReceipt());
+      this.receiptButton.title = "Save this race's receipt as a PNG card";
       const markdown = element("a", "link-button", "Markdown");
       markdown.href = receiptUrl(this.id, "markdown", this.result.receipt);
       markdown.target = "_blank";
