@@ -102,3 +102,4 @@ def test_acceptance_by_depth_pools_every_run_by_its_rounds():
     assert tally(results, fast, base).acceptance_by_depth == [0.8, 0.5]
     assert pooled_depths([(None, 5), ([0.5], 0)]) is None
     assert pooled_depths([([1.0, None], 4), ([0.5, 0.25], 4)]) == [0.75, 0.25]
+    assert pooled_depths([([0.5], None), ([1.0], None)]) == [0.75]  # rounds not counted: runs weigh the same

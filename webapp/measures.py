@@ -32,8 +32,9 @@ def divergence(a: str, b: str) -> tuple[int, str, str] | None:
 
 def pooled_depths(runs: list[tuple[list[float | None] | None, int | None]]) -> list[float | None] | None:
     """Acceptance at each draft depth over several runs, from each run's ``(acceptance_by_depth, rounds)``:
-    each run's share weighs as many rounds as it verified. None when no run has both."""
-    known = [(shares, rounds) for shares, rounds in runs if shares and rounds]
+    each run's share weighs as many rounds as it verified (runs weigh the same where an engine does not
+    count rounds). None when no run has shares."""
+    known = [(shares, 1 if rounds is None else rounds) for shares, rounds in runs if shares and rounds != 0]
     if not known:
         return None
     pooled = []
