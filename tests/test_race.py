@@ -2,6 +2,8 @@
 
 import json
 import statistics
+import threading
+import time
 
 import pytest
 import requests
@@ -233,6 +235,35 @@ def test_baseline_from_a_race_and_from_calibration(fake_server):
     assert saved == {"fake:fake-model": calibrated["baseline"]}
     with WsClient(fake_server.ws_url) as fresh:
         assert fresh.hello["baseline"] == calibrated["baseline"]
+
+
+def test_a_message_goes_before_a_calibration_and_ends_it(fake_server):
+    fake_server.engine.delay_s = 0.2  # the calibration's dozen tokens take seconds
+    answer = {}
+    calibrating = threading.Thread(
+        target=lambda: answer.update(response=requests.post(fake_server.url + "/api/calibrate", timeout=60)))
+    calibrating.start()
+    with WsClient(fake_server.ws_url) as ws:
+        deadline = time.monotonic() + 10
+        while not fake_server.host.exclusive.locked():
+            assert time.monotonic() < deadline, "the calibration did not start"
+            time.sleep(0.01)
+        done, _ = ws.chat("m1")
+        calibrating.join(timeout=30)
+        assert done["finish_reason"] == "stop"
+    response = answer["response"]
+    assert response.status_code == 200 and response.json()["gave_way"] is True
+    assert response.json()["baseline"] is None and "let a message through" in response.json()["message"]
+    assert fake_server.host.baselines.get(fake_server.engine.info()) is None  # nothing half-measured is kept
+    # A race still holds the engine against a message: only a calibration gives way.
+    with WsClient(fake_server.ws_url) as ws, WsClient(fake_server.ws_url) as other:
+        fake_server.engine.delay_s = 0.05
+        ws.send({"type": "race", "id": "r1", "text": "hello"})
+        ws.until("start")
+        other.send({"type": "chat", "id": "o1", "text": "me too"})
+        error, _ = other.until("error")
+        assert (error["code"], error["id"]) == ("busy", "o1")
+        assert ws.until("race_done", id="r1")[0]["finish_reason"] == "stop"
 
 
 def test_reply_deltas_carry_rounds_and_drafted_spans(fake_server):

@@ -89,7 +89,12 @@ def baseline():
 
 @bp.post("/calibrate")
 def calibrate():
-    return jsonify({"ok": True, "baseline": _host().calibrate()})
+    baseline = _host().calibrate()
+    if baseline is None:
+        return jsonify({"ok": True, "baseline": None, "gave_way": True,
+                        "message": "The measurement stopped to let a message through: measure again when the "
+                                   "model is idle."})
+    return jsonify({"ok": True, "baseline": baseline})
 
 
 # Stored conversations

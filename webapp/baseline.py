@@ -65,11 +65,11 @@ class Baselines:
         return baseline
 
 
-def calibrate(engine: Engine, options: GenerationOptions) -> LaneRun:
-    """A short greedy reply with the drafter and thinking off, on a fixed prompt (raises EngineError when the
-    engine cannot start it)."""
+def calibrate(engine: Engine, options: GenerationOptions, cancel: Relay) -> LaneRun:
+    """A short greedy reply with the drafter and thinking off, on a fixed prompt, that ``cancel`` ends
+    (raises EngineError when the engine cannot start it)."""
     lane = Lane("off", {"lane": "off"}, options.updated(
         {"speculative": False, "temperature": 0.0, "reasoning_budget": 0, "max_tokens": CALIBRATION_TOKENS}))
-    reply, cancel = LaneReply(engine, "calibration", lane, 0, 0, [Message("user", CALIBRATION_PROMPT)]), Relay()
+    reply = LaneReply(engine, "calibration", lane, 0, 0, [Message("user", CALIBRATION_PROMPT)])
     reply.open(cancel)
     return run_lanes([reply], cancel, lambda frame: None)[0]

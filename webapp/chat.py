@@ -183,8 +183,8 @@ class ChatSession:
         """The tab's conversation, when nothing streams in it or holds the engine."""
         if self.conversation.job is not None:
             raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then send again.")
-        if self._host.exclusive.locked():
-            raise ClientError("busy", "A race or calibration is running: wait for it to finish, then send again.")
+        if not self._host.yield_calibration():
+            raise ClientError("busy", "A race or sweep is running: wait for it to finish, then send again.")
         return self.conversation
 
     def _on_select(self, frame: protocol.SelectFrame) -> None:

@@ -16,6 +16,7 @@ from engines.registry import NAMES, EngineSpec, TabPolicy
 from .baseline import Baselines, calibrate
 from .conversation import Conversations
 from .errors import ClientError, describe_validation
+from .lanes import Relay
 from .receipts import Receipts
 from .settings import SettingsStore
 from .store import Store
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from .chat import ChatSession
 
 log = logging.getLogger(__name__)
+CALIBRATION_YIELD_S = 10.0  # how long a message waits for a calibration to stop at its next token
 
 
 class EngineHost:
@@ -46,6 +48,7 @@ class EngineHost:
         self.baselines = baselines
         # Held by a race, sweep or calibration from start to end: no other tab's reply runs between its lanes.
         self.exclusive = threading.Lock()
+        self._calibration: Relay | None = None  # a running calibration's cancel: a message goes first
         self._factory = factory
         self._sessions: set[ChatSession] = set()
         self.store = store or Store(None)
@@ -68,17 +71,22 @@ class EngineHost:
                 "choices": list(NAMES) if self._factory else [self.spec.name],
                 "deep_reset": self.engine.supports_deep_reset, "baseline": self.baselines.get(info)}
 
-    def calibrate(self) -> dict:
-        """Measure and store the drafter-off rate with a short reply while the engine is idle."""
+    def calibrate(self) -> dict | None:
+        """Measure and store the drafter-off rate with a short reply while the engine is idle. A message
+        sent meanwhile ends it (``yield_calibration``): then None, and nothing is stored."""
         if not self.exclusive.acquire(blocking=False):
             raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.", 409)
+        cancel = self._calibration = Relay()
         try:
             try:
-                result = calibrate(self.engine, self.settings.current)
+                result = calibrate(self.engine, self.settings.current, cancel)
             except EngineError as exc:
                 raise ClientError(exc.code, exc.message, 409) from None
         finally:
+            self._calibration = None
             self.exclusive.release()
+        if cancel.is_set():
+            return None
         if result.error:
             raise ClientError(result.error["code"], f"Calibration failed: {result.error['message']}", 409)
         if result.stats.get("tok_s") is None:
@@ -86,6 +94,18 @@ class EngineHost:
         baseline = self.baselines.put(self.engine.info(), result.stats["tok_s"], "calibration")
         self.broadcast(self.engine_frame())
         return baseline
+
+    def yield_calibration(self, wait_s: float = CALIBRATION_YIELD_S) -> bool:
+        """End a running calibration so that a message goes first; whether the engine is free now
+        (False when a race or sweep holds it)."""
+        cancel = self._calibration
+        if cancel is None:
+            return not self.exclusive.locked()
+        cancel.set()  # it stops at its next token
+        if not self.exclusive.acquire(timeout=wait_s):
+            return False
+        self.exclusive.release()
+        return True
 
     def start_loading(self) -> threading.Thread:
         """Load in the background: the port is open and the UI shows progress meanwhile."""

@@ -128,8 +128,8 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
     carries that reply's ``message`` id."""
     if conversation.job is not None:
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
-    if not host.exclusive.acquire(blocking=False):
-        raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.")
+    if not (host.yield_calibration() and host.exclusive.acquire(blocking=False)):
+        raise ClientError("busy", "A race or sweep is running: wait for it to finish, then try again.")
     said = new_message("user", parent, text)
     try:
         messages, window = conversation.fitted(parent, lanes[0].options, said)

@@ -49,7 +49,10 @@ export class Baseline {
     return Boolean(stats) && stats.drafted != null && (stats.tokens ?? 0) >= MEASURE_TOKENS;
   }
 
-  /** POST /api/calibrate: the server measures the drafter-off rate; throws an Error to show as is. */
+  /**
+   * POST /api/calibrate: the server measures the drafter-off rate. Returns it, or null when a message
+   * went first and ended the measurement (`gave_way`, to take again later); throws an Error to show as is.
+   */
   async calibrate() {
     if (this.key) this.tried.add(this.key);
     let response;
@@ -59,6 +62,10 @@ export class Baseline {
       body = await response.json();
     } catch {
       throw new Error("The server could not be reached.");
+    }
+    if (response.ok && body?.gave_way) {
+      this.tried.delete(this.key);
+      return null;
     }
     if (!response.ok || !body?.baseline) throw new Error(body?.error?.message ?? `HTTP ${response.status}`);
     this.fromServer(body.baseline);

@@ -34,7 +34,7 @@ let conversationId = idFromUrl();
 let needDraw = conversationId !== null; // the next hello opens a conversation to draw from the store
 const tree = new Tree(); // the open conversation as stored (refetched after each reply)
 let leaf = null; // the last message of the branch on screen: a chat without `parent` follows it
-let calibrating = false; // the drafter-off speed is being measured: the engine is held
+let calibrating = false; // the drafter-off speed is being measured
 let drawToken = 0;
 let held = null; // frames that arrive while a stored conversation is being drawn
 let wasLocked = null;
@@ -330,7 +330,7 @@ function settle(turn) {
   }
 }
 
-/** Why nothing can be sent right now (disconnected, model loading, speed being measured), or null. */
+/** Why nothing can be sent right now (disconnected, model loading), or null. */
 function blockedReason() {
   if (!connected) {
     return everConnected
@@ -339,7 +339,6 @@ function blockedReason() {
   }
   if (engineInfo.state === "loading" || engineInfo.state === "starting") return "The model is loading…";
   if (engineInfo.state === "error") return "The engine could not start; see the message at the top.";
-  if (calibrating) return "Measuring the drafter-off speed, once for this model…";
   return null;
 }
 
@@ -357,7 +356,7 @@ function refresh() {
   quickBar.setEnabled(connected);
   newChatButton.disabled = !connected;
   resetCacheButton.disabled = !connected;
-  calibrateButton.disabled = !connected || current !== null || Boolean(blocked);
+  calibrateButton.disabled = !connected || current !== null || Boolean(blocked) || calibrating;
 }
 
 function showBanner(text) {
@@ -503,7 +502,7 @@ const handlers = {
     turn.done(frame);
     settle(turn);
     syncTree();
-    if (baseline.needsCalibration(turn.stats)) measureBaseline().then((measured) => measured && turn.rejudge());
+    if (baseline.needsCalibration(turn.stats)) measureBaseline(true).then((measured) => measured && turn.rejudge());
   },
   race_done: finishItem,
   sweep_done: finishItem,
@@ -576,21 +575,22 @@ function learnBaseline(frame) {
 }
 
 /**
- * Measure this model's drafter-off speed: from the button, or after its first drafter-on reply here
- * when no speed is known yet. The engine is held for the few seconds it takes, so sending waits.
+ * Measure this model's drafter-off speed: from the button, or (`auto`) after its first drafter-on
+ * reply here when no speed is known yet. A message sent meanwhile goes first and ends the
+ * measurement: the button's says so, an automatic one is taken again after a later reply.
  * Returns whether it worked.
  */
-async function measureBaseline() {
+async function measureBaseline(auto = false) {
   calibrating = true;
   calibrateError.hidden = true;
   baselineStatus.textContent = "Measuring the drafter-off speed…";
   refresh();
   try {
-    await baseline.calibrate();
-    return true;
+    if (await baseline.calibrate()) return true;
+    if (!auto) showCalibrateError("The measurement stopped to let a message through: measure again when the model is idle.");
+    return false;
   } catch (error) {
-    calibrateError.textContent = error.message;
-    calibrateError.hidden = false;
+    showCalibrateError(error.message);
     return false;
   } finally {
     calibrating = false;
@@ -599,7 +599,12 @@ async function measureBaseline() {
   }
 }
 
-calibrateButton.addEventListener("click", measureBaseline);
+function showCalibrateError(text) {
+  calibrateError.textContent = text;
+  calibrateError.hidden = false;
+}
+
+calibrateButton.addEventListener("click", () => measureBaseline());
 
 /** A new conversation in this tab; the one it leaves stays stored. */
 function startNewChat() {
