@@ -50,8 +50,8 @@ export class Baseline {
   }
 
   /**
-   * POST /api/calibrate: the server measures the drafter-off rate. Returns it, or null when a message
-   * went first and ended the measurement (`gave_way`, to take again later); throws an Error to show as is.
+   * POST /api/calibrate: the server measures the drafter-off rate and it is returned. Throws an Error to
+   * show as is; with `gaveWay` when a message went first and ended the measurement (to take again later).
    */
   async calibrate() {
     if (this.key) this.tried.add(this.key);
@@ -65,7 +65,7 @@ export class Baseline {
     }
     if (response.ok && body?.gave_way) {
       this.tried.delete(this.key);
-      return null;
+      throw Object.assign(new Error(body.message), { gaveWay: true });
     }
     if (!response.ok || !body?.baseline) throw new Error(body?.error?.message ?? `HTTP ${response.status}`);
     this.fromServer(body.baseline);

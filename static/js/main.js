@@ -502,7 +502,7 @@ const handlers = {
     turn.done(frame);
     settle(turn);
     syncTree();
-    if (baseline.needsCalibration(turn.stats)) measureBaseline(true).then((measured) => measured && turn.rejudge());
+    if (baseline.needsCalibration(turn.stats)) measureBaseline(true).then((measured) => measured && turn.judgeSpeed());
   },
   race_done: finishItem,
   sweep_done: finishItem,
@@ -586,22 +586,19 @@ async function measureBaseline(auto = false) {
   baselineStatus.textContent = "Measuring the drafter-off speed…";
   refresh();
   try {
-    if (await baseline.calibrate()) return true;
-    if (!auto) showCalibrateError("The measurement stopped to let a message through: measure again when the model is idle.");
-    return false;
+    await baseline.calibrate();
+    return true;
   } catch (error) {
-    showCalibrateError(error.message);
+    if (!(auto && error.gaveWay)) {
+      calibrateError.textContent = error.message;
+      calibrateError.hidden = false;
+    }
     return false;
   } finally {
     calibrating = false;
     baselineStatus.textContent = baseline.describe();
     refresh();
   }
-}
-
-function showCalibrateError(text) {
-  calibrateError.textContent = text;
-  calibrateError.hidden = false;
 }
 
 calibrateButton.addEventListener("click", () => measureBaseline());

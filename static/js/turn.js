@@ -254,15 +254,17 @@ export class AssistantTurn {
     } else if (FINISH_NOTES[reason]) {
       this.addNote(reason, FINISH_NOTES[reason]);
     }
-    const notice = reason === "stop" || reason === "length" ? this.judge?.(this.stats) : null;
-    if (notice) this.notes.push({ kind: "slow-draft", ...notice });
+    this.judgeSpeed();
     this.statsDirty = true;
     this.actionsDirty = true;
     schedule(this);
   }
 
-  /** Judge a finished reply again, once a drafter-off rate is known that was not when it ended. */
-  rejudge() {
+  /**
+   * A finished reply's notice when drafting did not pay (see `judge`); once per reply. Also called
+   * again once a drafter-off rate is known that was not when the reply ended.
+   */
+  judgeSpeed() {
     if (!["stop", "length"].includes(this.el.dataset.finish)) return;
     if (this.notes.some((n) => n.kind === "slow-draft") || this.notesEl.querySelector(".note-slow-draft")) return;
     const notice = this.judge?.(this.stats);
