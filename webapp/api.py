@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from flask import Blueprint, Response, current_app, jsonify, request
+from werkzeug.exceptions import HTTPException
 
 from engines import EngineError
 
@@ -31,8 +32,24 @@ def _client_error(exc: ClientError):
 
 @bp.get("/health")
 def health():
+    """The server answers (`ok`); `ready` only once the engine can take a message, `state` says which
+    of loading, ready or error it is in."""
     frame = _host().engine_frame()
-    return jsonify({"ok": True, "engine": frame["engine"], "spec": frame["spec"]})
+    state = frame["engine"]["state"]
+    return jsonify({"ok": True, "ready": state == "ready", "state": state,
+                    "engine": frame["engine"], "spec": frame["spec"]})
+
+
+@bp.app_errorhandler(404)
+@bp.app_errorhandler(405)
+def _no_such_route(exc: HTTPException):
+    """Under /api a wrong path or method gets the JSON error shape too; pages keep Flask's own."""
+    if not request.path.startswith("/api/"):
+        return exc
+    if exc.code == 405:
+        return jsonify(error_body("method_not_allowed", f"{request.method} {request.path} is not supported: "
+                                  "the README lists each REST route with its method.")), 405
+    return jsonify(error_body("not_found", f"There is no {request.path}: the README lists the REST routes.")), 404
 
 
 @bp.post("/engine")
