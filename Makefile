@@ -10,8 +10,16 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-install: $(BIN)/python system-deps
-	$(BIN)/pip install -q -e .
+# The package is installed editable, so code changes need no reinstall: only a changed pyproject.toml does.
+# PYTHONWARNINGS quiets setuptools' generic warning about editable installs in the build's own process.
+INSTALLED := $(VENV)/.installed
+TEST_INSTALLED := $(VENV)/.installed-test
+
+$(INSTALLED): pyproject.toml | $(BIN)/python
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e .
+	@touch $@
+
+install: $(INSTALLED) system-deps
 
 # On Debian/Ubuntu, OpenBLAS makes MLX on the CPU several times faster than the wheel's own BLAS
 # (see webapp/blas.py). Installed when we are root; otherwise a hint, and specchat still runs.
@@ -23,8 +31,11 @@ system-deps:
 run: install
 	$(BIN)/specchat $(ARGS)
 
-test-install: $(BIN)/python system-deps
-	$(BIN)/pip install -q -e '.[test]'
+$(TEST_INSTALLED): pyproject.toml | $(BIN)/python
+	PYTHONWARNINGS=ignore $(BIN)/pip install -q -e '.[test]'
+	@touch $@ $(INSTALLED)
+
+test-install: $(TEST_INSTALLED) system-deps
 	$(MAKE) browser
 	@# BLIS, the other BLAS `--blas` can take, so its test runs too (root only; the test skips without it).
 	@if [ "$$(uname)" = Linux ] && [ "$$(id -u)" = 0 ] && command -v dpkg >/dev/null \
@@ -47,7 +58,6 @@ bench: install
 	$(BIN)/python -m benchmarks.blas
 
 # Long runs: the protocol fuzz (hypothesis comes with the test extra) and the soak on the demo model.
-soak: install
-	$(BIN)/pip install -q -e '.[test]'
+soak: $(TEST_INSTALLED) system-deps
 	$(BIN)/python -m benchmarks.fuzz
 	$(BIN)/python -m benchmarks.soak $(SOAK_ARGS)
