@@ -1,0 +1,204 @@
+"""Tiny float Qwen 3.5 checkpoints in Hugging Face layout, and mlx-vlm's conversion of them.
+
+Users' checkpoints are made from a float checkpoint as Qwen publishes it (``model.language_model.*``,
+``model.visual.*``, ``mtp.*``; RMSNorm weights stored zero-centred, the MLX value minus 1;
+``conv1d.weight`` as (C, 1, K); text ``model_type`` ``qwen3_5_text``; sharded safetensors with an index)
+by ``mlx_vlm.convert``, which drops the MTP head unless ``--mtp`` writes it beside. This module writes
+such a float checkpoint in seconds, puts it in a Hugging Face hub cache folder, and runs the real
+``mlx_vlm.convert`` on it, so tests load exactly what users load.
+
+    python -m demo_model.hf_layout OUT [--dtype bfloat16|float16] [--no-vision]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import architecture
+from .checkpoint_files import checkpoint_config, random_parameters
+from .tiny import build_tokenizer, word_mask
+
+VOCAB_SIZE = 2048
+# The MLX names of the norms mlx-vlm loads with +1 (zero-centred in the Hugging Face layout): the
+# body's (as models/qwen3_5 lists them) and the MTP head's (as its drafter's sanitize lists them).
+BODY_NORMS = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight",
+              ".q_norm.weight", ".k_norm.weight")
+MTP_NORMS = ("norm.weight", "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight")
+README = """---
+license: apache-2.0
+pipeline_tag: image-text-to-text
+library_name: transformers
+---
+
+A tiny random-weight Qwen 3.5 checkpoint in Hugging Face layout, for tests.
+"""
+
+
+def text_config(vocab_size: int) -> dict:
+    """Toy sizes valid for Metal kernels (key head dim 32) and quantizable with groups of 32, 64 or 128."""
+    return architecture.text_config(
+        vocab_size,
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=4,
+        full_attention_interval=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        linear_num_key_heads=2,
+        linear_num_value_heads=4,
+        linear_key_head_dim=32,
+        linear_value_head_dim=32,
+    )
+
+
+def hf_config(mlx_config: dict, dtype: str) -> dict:
+    """config.json as Qwen publishes it for the model ``mlx_config`` describes (the vision config stays
+    without the tower's weights too: mlx-vlm then leaves the tower out)."""
+    text = dict(mlx_config["text_config"], model_type="qwen3_5_text", dtype=dtype)
+    rope = dict(text.pop("rope_parameters"))
+    rope["rope_type"] = rope.pop("type")
+    text["rope_parameters"] = rope | {"mrope_interleaved": True}
+    return dict(mlx_config, text_config=text)
+
+
+def hf_name(key: str) -> str:
+    """The Hugging Face name of an MLX parameter name."""
+    if key.startswith("language_model.model."):
+        return "model.language_model." + key.removeprefix("language_model.model.")
+    if key.startswith("language_model.lm_head"):
+        return key.removeprefix("language_model.")
+    if key.startswith("vision_tower."):
+        return "model.visual." + key.removeprefix("vision_tower.")
+    return key
+
+
+def hf_weights(weights: dict, vision: bool) -> dict:
+    """MLX-layout ``weights`` (as mlx-vlm's modules hold them) rewritten to the Hugging Face layout."""
+    out = {}
+    for key, value in weights.items():
+        if key.startswith("vision_tower.") and not vision:
+            continue
+        if value.ndim == 1 and (
+            key.startswith("language_model.") and key.endswith(BODY_NORMS)
+            or key.startswith("mtp.") and key.endswith(MTP_NORMS)
+        ):
+            value = value - 1.0
+        if key.endswith("conv1d.weight"):
+            value = value.swapaxes(1, 2)  # MLX (C, K, 1) -> PyTorch (C, 1, K)
+        if key.endswith("patch_embed.proj.weight"):
+            value = value.transpose(0, 4, 1, 2, 3)  # MLX NDHWC -> PyTorch NCDHW
+        out[hf_name(key)] = value
+    return out
+
+
+def shard_plan(keys: list[str], shards: int) -> dict[str, str]:
+    """weight_map: the body spread over ``shards - 1`` files, the MTP head (and the final norm, as
+    in Qwen's own files, where the head sits in the last shard beside other tensors) in the last."""
+    names = [f"model-{i:05d}-of-{shards:05d}.safetensors" for i in range(1, shards + 1)]
+    body = sorted(k for k in keys if not k.startswith("mtp.") and k != "model.language_model.norm.weight")
+    plan = {k: names[min(i * (shards - 1) // len(body), shards - 2)] for i, k in enumerate(body)}
+    return plan | {k: names[-1] for k in keys if k not in plan}
+
+
+def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: bool = True, shards: int = 3,
+                        seed: int = 0) -> Path:
+    """Write a float Qwen 3.5 checkpoint in Hugging Face layout to the new folder ``out``; return it.
+
+    ``shards`` >= 2: the MTP head is in the last one, which the index names."""
+    import mlx.core as mx
+
+    if shards < 2:
+        raise ValueError("shards must be at least 2: the MTP head has a shard of its own")
+    out = Path(out)
+    out.mkdir(parents=True)
+    ids = build_tokenizer(out, VOCAB_SIZE)
+    mlx_config = checkpoint_config(ids, text_config(ids["vocab_size"]))
+    weights = random_parameters(mlx_config, seed)
+    # As in demo_model.tiny: a zero embedding row gives a zero logit, so greedy output stays printable.
+    key = "language_model.model.embed_tokens.weight"
+    weights[key] = weights[key] * mx.array(word_mask(out))[:, None]
+    cast = getattr(mx, dtype)
+    tensors = {k: v.astype(cast) for k, v in hf_weights(weights, vision).items()}
+    plan = shard_plan(list(tensors), shards)
+    for name in sorted(set(plan.values())):
+        mx.save_safetensors(str(out / name), {k: v for k, v in tensors.items() if plan[k] == name},
+                            metadata={"format": "pt"})
+    size = sum(v.nbytes for v in tensors.values())
+    index = {"metadata": {"total_size": size}, "weight_map": dict(sorted(plan.items()))}
+    (out / "model.safetensors.index.json").write_text(json.dumps(index, indent=2))
+    (out / "config.json").write_text(json.dumps(hf_config(mlx_config, dtype), indent=2))
+    (out / "generation_config.json").write_text(
+        json.dumps({"eos_token_id": mlx_config["eos_token_id"], "do_sample": False}))
+    (out / "README.md").write_text(README)
+    return out
+
+
+def mtp_shards(folder: Path) -> list[str]:
+    """The files of ``folder``'s index that hold ``mtp.*`` tensors."""
+    weight_map = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+    return sorted({file for key, file in weight_map.items() if key.startswith("mtp.")})
+
+
+def add_to_hub_cache(folder: Path, cache: Path, repo_id: str, revision: str = "0" * 40) -> Path:
+    """Lay ``folder``'s files out as the hub cache holds a download of ``repo_id``: content-named blobs,
+    ``refs/main`` naming the snapshot, the snapshot's files linked to the blobs. Returns the snapshot."""
+    repo = Path(cache) / f"models--{repo_id.replace('/', '--')}"
+    snapshot = repo / "snapshots" / revision
+    (repo / "blobs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs").mkdir(exist_ok=True)
+    snapshot.mkdir(parents=True, exist_ok=True)
+    for file in sorted(p for p in folder.iterdir() if p.is_file()):
+        data = file.read_bytes()
+        blob = repo / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.write_bytes(data)
+        link = snapshot / file.name
+        link.unlink(missing_ok=True)
+        link.symlink_to(os.path.relpath(blob, snapshot))
+    (repo / "refs" / "main").write_text(revision)
+    return snapshot
+
+
+def convert(source: str | Path, out: str | Path, *, bits: int | None = 4, group_size: int = 64,
+            mtp: bool = False, quant_predicate: str | None = None, dtype: str | None = None,
+            hub_cache: Path | None = None) -> Path:
+    """Run ``python -m mlx_vlm.convert`` on ``source`` (a folder, or a repo id found in ``hub_cache``,
+    offline), quantized to ``bits`` (None: kept float) in groups of ``group_size``; return ``out``.
+    A repo id gets the model card mlx-vlm writes for hub conversions, with ``base_model`` set."""
+    command = [sys.executable, "-m", "mlx_vlm.convert", "--hf-path", str(source), "--mlx-path", str(out)]
+    if bits is not None:
+        command += ["-q", "--q-bits", str(bits), "--q-group-size", str(group_size)]
+    if quant_predicate:
+        command += ["--quant-predicate", quant_predicate]
+    if dtype:
+        command += ["--dtype", dtype]
+    if mtp:
+        command.append("--mtp")
+    env = dict(os.environ)
+    if hub_cache is not None:
+        env |= {"HF_HUB_CACHE": str(hub_cache), "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"mlx_vlm.convert exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
+    return Path(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("output", help="new folder to write the checkpoint to")
+    parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
+    parser.add_argument("--no-vision", action="store_true", help="leave out the vision tower's weights")
+    parser.add_argument("--shards", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(build_hf_checkpoint(args.output, dtype=args.dtype, vision=not args.no_vision, shards=args.shards,
+                              seed=args.seed))
+
+
+if __name__ == "__main__":
+    main()
