@@ -13,7 +13,7 @@ import statistics
 import subprocess
 import sys
 
-from webapp.blas import find_blis, find_openblas
+from webapp.blas import ENV, find_blis, find_openblas
 
 
 def run(model: str, preload: str | None, extra: list[str]) -> dict:
@@ -54,6 +54,7 @@ def main() -> None:
               f"greedy output identical to it: {identical}")
     if "OpenBLAS" in rates and "BLIS" in rates:
         print(f"BLIS ÷ OpenBLAS: {rates['BLIS'] / rates['OpenBLAS']:.2f}")
+    print(f"specchat itself preloads OpenBLAS when it is installed; --blas bundled (or {ENV}=bundled) turns that off")
 
 
 if __name__ == "__main__":

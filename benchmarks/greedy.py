@@ -23,7 +23,7 @@ def main() -> None:
     import mlx.core as mx
     from mlx_vlm import load, stream_generate
 
-    from webapp.blas import blas_in_use
+    from webapp.blas import blas_library
 
     model, processor = load(args.model)
     kwargs = {}
@@ -43,7 +43,7 @@ def main() -> None:
         last = time.perf_counter()
         first = first or last
         tokens.append(int(chunk.token))
-    print(json.dumps({"blas": blas_in_use(), "tokens": tokens, "tok_s": (len(tokens) - 1) / (last - first)}))
+    print(json.dumps({"blas": blas_library(), "tokens": tokens, "tok_s": (len(tokens) - 1) / (last - first)}))
 
 
 if __name__ == "__main__":
