@@ -1,0 +1,97 @@
+"""The internals of other libraries that specchat leans on, checked by name so that an upgrade fails here, in CI,
+with a message naming what moved, and not at a user's. pyproject.toml pins each of these libraries exactly."""
+
+import base64
+import os
+import socket
+import threading
+from importlib.metadata import version
+
+import httpx
+import pytest
+import simple_websocket
+
+from webapp.serving import ReaderThread
+
+PINNED = {"simple-websocket": "1.1.0", "httpcore": "1.0.9", "waitress": "3.0.2"}
+
+
+@pytest.mark.parametrize("package", sorted(PINNED))
+def test_installed_version_is_the_one_the_internals_were_read_from(package):
+    assert version(package) == PINNED[package], (
+        f"{package} {version(package)} is installed, but specchat uses internals read from {PINNED[package]}: "
+        f"re-check them (this file names each) and update the pin in pyproject.toml")
+
+
+def _server_socket_pair():
+    ours, theirs = socket.socketpair()
+    key = base64.b64encode(os.urandom(16)).decode()
+    environ = {"werkzeug.socket": ours, "HTTP_HOST": "127.0.0.1", "HTTP_UPGRADE": "websocket",
+               "HTTP_CONNECTION": "Upgrade", "HTTP_SEC_WEBSOCKET_KEY": key, "HTTP_SEC_WEBSOCKET_VERSION": "13"}
+    return environ, ours, theirs
+
+
+def test_simple_websocket_server_has_what_the_reader_thread_and_chat_use():
+    """webapp/serving.py's ReaderThread reads ``target.__self__`` and sets ``connected`` and ``event``;
+    webapp/chat.py shuts down ``sock`` to cut off a tab that stopped reading."""
+    environ, ours, theirs = _server_socket_pair()
+    try:
+        ws = simple_websocket.Server(environ, thread_class=ReaderThread)
+        for name in ("connected", "event", "sock", "thread"):
+            assert hasattr(ws, name), f"simple_websocket.Server has no '{name}' any more"
+        assert ws.sock is ours, "simple_websocket.Server.sock is no longer the connection's socket"
+        assert isinstance(ws.thread, ReaderThread), "simple-websocket ignores thread_class"
+        assert ws.thread._ws is ws, "the reader thread's target is no longer a method of the Server"
+        assert ws.connected is True
+        theirs.shutdown(socket.SHUT_RDWR)  # the peer leaves: the reader ends and must wake the route
+        ws.thread.join(timeout=5)
+        assert not ws.thread.is_alive()
+        assert ws.connected is False and ws.event.is_set()
+    finally:
+        ours.close()
+        theirs.close()
+
+
+def test_httpcore_exposes_what_stop_uses_to_interrupt_a_request():
+    """engines/sse.py shuts down the socket of a streaming response (``extensions["network_stream"]``) and of
+    a request still waiting for headers (the ``trace`` event ``connection.connect_tcp.complete``)."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    events: dict[str, object] = {}
+
+    def trace(event: str, info: dict) -> None:
+        events[event] = info
+
+    try:
+        with httpx.Client(timeout=5) as client:
+            request = client.build_request("GET", f"http://127.0.0.1:{server.server_address[1]}/")
+            request.extensions = {**request.extensions, "trace": trace}
+            response = client.send(request, stream=True)
+            try:
+                assert "connection.connect_tcp.complete" in events, (
+                    f"httpcore no longer traces connection.connect_tcp.complete (saw {sorted(events)})")
+                connected = events["connection.connect_tcp.complete"]["return_value"]
+                assert isinstance(connected.get_extra_info("socket"), socket.socket)
+                stream = response.extensions.get("network_stream")
+                assert stream is not None, "httpx responses no longer carry extensions['network_stream']"
+                assert isinstance(stream.get_extra_info("socket"), socket.socket)
+                assert response.read() == b"ok"
+            finally:
+                response.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
