@@ -240,6 +240,8 @@ class OpenAICompatEngine(Engine):
     """A chat server reached over HTTP at ``base_url`` (its /v1 address)."""
 
     name = "openai"
+    # Request fields that steer thinking: the answer request after a cut leaves them out.
+    thinking_fields: tuple[str, ...] = ("thinking_budget",)
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
                  stall_s: float = DEFAULT_STALL_S, connect_s: float = 5.0):
@@ -385,8 +387,8 @@ class OpenAICompatEngine(Engine):
         """The request for the answer after thinking was cut: the reasoning so far, closed, ends the
         conversation as the reply's start; thinking is off, so the server writes the answer."""
         body = self.payload(turn)
-        body.pop("thinking_budget", None)
-        body.pop("reasoning_effort", None)
+        for field in self.thinking_fields:
+            body.pop(field, None)
         body["messages"].append({"role": "assistant", "content": f"<think>\n{reasoning.strip()}\n</think>\n\n"})
         body.update(max_tokens=turn.options.max_tokens, enable_thinking=False,
                     chat_template_kwargs={"enable_thinking": False},

@@ -155,6 +155,7 @@ class MtplxEngine(OpenAICompatEngine):
 
     name = "mtplx"
     supports_deep_reset = True
+    thinking_fields = (*OpenAICompatEngine.thinking_fields, "reasoning_effort")
 
     def __init__(self, base_url: str = DEFAULT_URL, model: str | None = None, api_key: str | None = None,
                  context_window: int | None = 16384, kv_quant: str = "q8", depth: int = 3,
