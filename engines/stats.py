@@ -64,6 +64,7 @@ class StatsMeter:
         self.accepted: int | None = None
         self.by_depth: list[float | None] | None = None
         self.rounds: list[tuple[int, int]] | None = None  # (accepted, drafted) per verify round
+        self.decode_loop: tuple[str, str | None] | None = None  # (loop, why when not specchat's): MLX only
         self._last_live = 0.0
 
     @property
@@ -88,6 +89,10 @@ class StatsMeter:
         self.drafted = sum(d for _, d in rounds)
         self.accepted = sum(a for a, _ in rounds)
         self.by_depth = acceptance_by_depth(rounds)
+
+    def ran_on(self, loop: str, reason: str | None = None) -> None:
+        """The decode loop this reply runs on, and why when it is not specchat's own (``decode_loop`` stats)."""
+        self.decode_loop = (loop, reason)
 
     def end_thinking(self) -> None:
         if self.thinking_ended_at is None and self.thinking_tokens:
@@ -116,6 +121,7 @@ class StatsMeter:
         acceptance = (
             round(self.accepted / self.drafted, 4) if self.drafted and self.accepted is not None else None
         )
+        loop = {} if self.decode_loop is None else dict(zip(("decode_loop", "decode_loop_reason"), self.decode_loop))
         return {
             "ttft_ms": ms(self.started, self.first_token_at),
             "prompt_tokens": self.prompt_tokens,
@@ -130,5 +136,6 @@ class StatsMeter:
             "acceptance": acceptance,
             "acceptance_by_depth": self.by_depth,
             **round_stats(self.rounds),
+            **loop,
             "elapsed_ms": ms(self.started, time.perf_counter()),
         }

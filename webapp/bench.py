@@ -206,6 +206,9 @@ def run(args: argparse.Namespace, options) -> int:
         rows += [{**row, "loop": loop} for row in table_rows]
         if len(loops) > 1:
             print(f"\n{loop} loop")
+        ran = loops_ran(table_rows)
+        if ran:
+            print(ran)
         print(table(table_rows))
     if len(loops) > 1:
         for block in args.blocks:
@@ -225,6 +228,15 @@ def run(args: argparse.Namespace, options) -> int:
             report["loops"] = comparison
         args.json_out.expanduser().write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     return 0
+
+
+def loops_ran(rows: list[dict]) -> str:
+    """Which decode loop the blocks ran on, and why where it was mlx-vlm's; empty when the engine does not say."""
+    ran = {row["block"]: (row["decode_loop"], row.get("decode_loop_reason")) for row in rows if "decode_loop" in row}
+    words = {key: loop + (f" ({reason})" if reason else "") for key, (loop, reason) in ran.items()}
+    if len(set(words.values())) > 1:
+        return "decode loop: " + "; ".join(f"block {block} {said}" for block, said in words.items())
+    return f"decode loop: {next(iter(words.values()))}" if words else ""
 
 
 def loop_lane(block: int, options, loop: str):

@@ -193,7 +193,13 @@ class Tally:
             "speedup": self.speedup and self.speedup["median"],
             "speedup_range": self.speedup and {"min": self.speedup["min"], "max": self.speedup["max"]},
             "acceptance": self.acceptance, "mean_accepted": self.mean_accepted, "identical": self.identical,
+            **ran_on(self.stats),
         }
+
+
+def ran_on(stats: dict | None) -> dict:
+    """``decode_loop`` and ``decode_loop_reason`` of a run's stats (the MLX engine's), else nothing."""
+    return {key: stats[key] for key in ("decode_loop", "decode_loop_reason") if key in (stats or {})}
 
 
 def tally(results: list[LaneRun], lane: Lane, baseline: Lane) -> Tally:

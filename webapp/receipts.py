@@ -16,6 +16,7 @@ import orjson
 from engines import EngineInfo, GenerationOptions
 from engines.registry import EngineSpec
 
+from .lanes import ran_on
 from .machine import machine, versions
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,12 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
     return {
         **_measured("race", summary, prompt=prompt, options=options, engine=engine,
                     context_messages=context_messages, at=at),
+        **ran_on(on["stats"] or summary["off"]["stats"]),  # the loop that ran, over the one asked for
         "block_size": options.draft_block_size,
         "runs": {"asked": runs, "measured": summary["runs"]},
-        "off": {"tok_s": summary["off"]["tok_s"], "ttft_ms": summary["off"]["ttft_ms"]},
-        "on": {"tok_s": summary["on"]["tok_s"], "ttft_ms": summary["on"]["ttft_ms"]},
+        "off": {"tok_s": summary["off"]["tok_s"], "ttft_ms": summary["off"]["ttft_ms"],
+                **ran_on(summary["off"]["stats"])},
+        "on": {"tok_s": summary["on"]["tok_s"], "ttft_ms": summary["on"]["ttft_ms"], **ran_on(on["stats"])},
         "speedup": summary["speedup"],
         "acceptance": on["acceptance"], "acceptance_by_depth": on["acceptance_by_depth"],
         "mean_accepted": on["mean_accepted"],
@@ -108,6 +111,7 @@ def build_sweep(summary: dict, *, prompt: str, options: GenerationOptions, engin
     return {
         **_measured("sweep", summary, prompt=prompt, options=options, engine=engine,
                     context_messages=context_messages, at=at),
+        **next((ran_on(row) for row in reversed(summary["rows"]) if "decode_loop" in row), {}),
         "blocks": sorted(blocks),
         "runs": {"asked": runs, "measured": min((row["runs"] for row in summary["rows"]), default=0)},
         "rows": summary["rows"],
@@ -179,6 +183,7 @@ def markdown(receipt: dict) -> str:
         f"| acceptance by depth | {' · '.join(_value(a, '{:.0%}') for a in depth) if depth else '–'} |",
         f"| mean accepted per verify round | {_value(receipt['mean_accepted'])} |",
         f"| identical output | {identical} |",
+        f"| decode loop | {_loop_words(receipt)} |",
         f"| sampling | temperature {receipt['sampling']['temperature']}, top-p {receipt['sampling']['top_p']} |",
         f"| reasoning budget · max tokens | {receipt['reasoning_budget']} · {receipt['max_tokens']} |",
         f"| finished | {receipt['finish_reason']} |",
@@ -186,6 +191,14 @@ def markdown(receipt: dict) -> str:
         *_provenance(receipt),
     ]
     return "\n".join(lines)
+
+
+def _loop_words(receipt: dict) -> str:
+    """Which decode loop each lane ran on, and why where it was mlx-vlm's."""
+    said = {lane: receipt[lane].get("decode_loop") for lane in ("off", "on")}
+    reason = receipt.get("decode_loop_reason")
+    words = " · ".join(f"{lane} {loop}" for lane, loop in said.items() if loop) or receipt["decode_loop"]
+    return f"{words} ({reason})" if reason else words
 
 
 def sweep_markdown(receipt: dict) -> str:

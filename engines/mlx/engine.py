@@ -22,6 +22,7 @@ from .vlm_loop import VlmLoop
 log = logging.getLogger(__name__)
 NO_DRAFTER = "none"
 OWN_LOOP_MODELS = ("qwen3_5",)  # model types whose layers engines/mlx/stepper.py runs
+NOT_OWN_LOOP = {"qwen3_5_moe": "qwen3_5_moe: the own loop does not run MoE yet"}  # why, where it says more
 
 
 class MlxEngine(Engine):
@@ -41,6 +42,7 @@ class MlxEngine(Engine):
         self._apc_entries: int | None = None
         self._primed_system: str | None = None
         self._decoder = None  # specchat's own loop on this model (and its MTP head)
+        self._no_own_loop: str | None = None  # why the own loop cannot run this model
         self._stop_ids: set[int] = set()
         self._prefix: PrefixSnapshot | None = None  # the system prompt's state for the own loop
         self._conversations = ConversationCaches()
@@ -73,7 +75,11 @@ class MlxEngine(Engine):
                 load_drafter(loaded, self.drafter_spec)
             self._loaded, self._prompts = loaded, PromptBuilder(loaded)
             self._examples = read_examples(loaded.path)
-            self._decoder, self._stop_ids = _own_decoder(loaded)
+            self._decoder, self._stop_ids, self._no_own_loop = _own_decoder(loaded)
+            if self._no_own_loop:
+                log.warning("decode loop: mlx-vlm's for every reply, as %s", self._no_own_loop)
+            else:
+                log.info("decode loop: specchat's own (decode_loop: mlx-vlm in the settings switches)")
             self._set_state("loading", "warming up", 0.8)
             self._prepare(options)
             self._set_state("ready", "")
@@ -212,11 +218,21 @@ class MlxEngine(Engine):
                 "Start a new chat, or send a shorter message.", code="context_length")
 
     def _loop(self, turn: Turn):
-        """specchat's own loop unless the settings ask for mlx-vlm's or the drafter needs it."""
-        if turn.options.decode_loop == "specchat" and self._decoder is not None:
-            if not (turn.options.speculative and self._loaded.drafter is not None and self._decoder.drafter is None):
-                return OwnLoop(self._decoder, self._stop_ids, self._prefix)
-        return VlmLoop(self._apc)
+        """specchat's own loop unless the settings ask for mlx-vlm's or the model or drafter needs it."""
+        reason = self._vlm_reason(turn.options)
+        if reason is None:
+            return OwnLoop(self._decoder, self._stop_ids, self._prefix)
+        return VlmLoop(self._apc, reason)
+
+    def _vlm_reason(self, options: GenerationOptions) -> str | None:
+        """Why a reply with ``options`` runs on mlx-vlm's loop (the stats say it); None for specchat's."""
+        if options.decode_loop == "mlx-vlm":
+            return "the settings ask for mlx-vlm's loop"
+        if self._decoder is None:
+            return self._no_own_loop
+        if options.speculative and self._loaded.drafter is not None and self._decoder.drafter is None:
+            return f"the drafter is not an MTP head ({self._loaded.drafter_kind}): mlx-vlm's loop runs it"
+        return None
 
     def _turn_input(self, turn: Turn) -> tuple[ConversationCache, list[int]]:
         from mlx_vlm.generate import PromptCacheState
@@ -288,14 +304,15 @@ class MlxEngine(Engine):
 def _own_decoder(loaded: LoadedModel):
     """specchat's own loop for this model, with the MTP head when that is the drafter.
 
-    Returns (decoder, stop ids); (None, ∅) for a model family the loop does not run.
+    Returns (decoder, stop ids, None), or (None, ∅, why) for a model family the loop does not run.
     """
     from mlx_vlm.utils import resolve_eos_token_ids
 
     from .decoding import Decoder
 
-    if getattr(getattr(loaded.model, "config", None), "model_type", None) not in OWN_LOOP_MODELS:
-        return None, set()
+    model_type = getattr(getattr(loaded.model, "config", None), "model_type", None)
+    if model_type not in OWN_LOOP_MODELS:
+        return None, set(), NOT_OWN_LOOP.get(model_type, f"{model_type}: the own loop runs Qwen 3.5 models only")
     drafter = loaded.drafter if loaded.drafter_kind == "mtp" else None
     stop = resolve_eos_token_ids(loaded.model.config.eos_token_id, loaded.tokenizer)
-    return Decoder(loaded.model, drafter), set(stop)
+    return Decoder(loaded.model, drafter), set(stop), None

@@ -50,6 +50,7 @@ class TurnGeneration:
             self.budget = max(1, self.budget - len(prompts.encode(said.reasoning)))
         self.splitter = ThinkSplitter(thinking=self.thinking)
         self.meter = StatsMeter()
+        self.meter.ran_on(loop.name, loop.reason)
         self.speculative = self.options.speculative and loaded.drafter is not None
         self.rounds: list[tuple[int, int]] = []  # (accepted, drafted) per verify round, all phases
         self._held_rounds: tuple[int, ...] = ()  # rounds whose text the splitter still holds

@@ -27,6 +27,7 @@ class PrefixSnapshot:
 
 class OwnLoop:
     name = "specchat"
+    reason = None  # the default loop needs no reason
 
     def __init__(self, decoder: Decoder, stop_ids: set[int], prefix: PrefixSnapshot | None = None):
         self.decoder = decoder

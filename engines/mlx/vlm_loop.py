@@ -10,8 +10,9 @@ from __future__ import annotations
 class VlmLoop:
     name = "mlx-vlm"
 
-    def __init__(self, apc_manager=None):
+    def __init__(self, apc_manager=None, reason: str | None = None):
         self.apc_manager = apc_manager
+        self.reason = reason  # why this reply runs here and not on specchat's loop (the stats say it)
         self._live = False  # the drafter's lists hold this phase's rounds (not yet folded in)
 
     def phase(self, gen, input_ids: list[int], max_tokens: int) -> str:
