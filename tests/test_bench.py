@@ -44,6 +44,15 @@ def test_bench_prints_a_table_and_writes_json(tiny_model, tmp_path):
     assert 0 <= rows[2]["acceptance"] <= 1
     table_row = next(line for line in lines if line.startswith("2 "))
     assert f"{rows[1]['tok_s']['median']} ({rows[1]['tok_s']['min']}-{rows[1]['tok_s']['max']})" in table_row
+    # Each block's 4 pairs (2 runs × 2 prompts) judged: min–max holds the median with 87.5%, too little to call.
+    for row in rows[1:]:
+        ratios = row["ratios"]
+        assert len(ratios) == 4 and row["wins"] == sum(r > 1 for r in ratios) and row["verdict"] == "unclear"
+        assert row["confidence"] == {"low": min(ratios), "high": max(ratios), "coverage": 0.875}
+    assert "verdict, pairs won (interval)" in lines[header]
+    assert f"unclear {rows[1]['wins']}/4 (88%: {min(rows[1]['ratios'])}-{max(rows[1]['ratios'])}x)" in table_row
+    assert set(report["busy"]) == {"percent", "flagged", "threshold"}
+    assert ("The machine was busy" in done.stdout) is report["busy"]["flagged"]
 
 
 def test_bench_runs_both_decode_loops_side_by_side(tiny_model, tmp_path):

@@ -49,9 +49,13 @@ class Baselines:
         with self._lock:
             return self._all.get(self._key(info))
 
-    def put(self, info: EngineInfo, tok_s: float, source: str) -> dict:
-        """Remember ``tok_s`` (``source``: "race" or "calibration") for this engine and model."""
-        baseline = {"tok_s": tok_s, "source": source, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    def put(self, info: EngineInfo, tok_s: float, source: str, *, spread: dict | None = None,
+            prompt_tokens: int | None = None, busy: dict | None = None) -> dict:
+        """Remember ``tok_s`` (``source``: "race" or "calibration") for this engine and model, with what
+        judging a reply against it needs: the runs' ``spread`` (its noise), the ``prompt_tokens`` it was
+        measured at and whether the machine was ``busy``."""
+        baseline = {"tok_s": tok_s, "source": source, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                    "spread": spread, "prompt_tokens": prompt_tokens, "busy": busy}
         with self._lock:
             self._all[self._key(info)] = baseline
             if self._path is not None:

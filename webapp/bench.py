@@ -123,13 +123,23 @@ def _spread(s: dict | None, unit: str = "") -> str:
     return "-" if s is None else f"{s['median']}{unit} ({s['min']}-{s['max']})"
 
 
+def _judged(row: dict) -> str:
+    """"faster 5/5 (94%: 2.2-2.4x)": the verdict, pairs won and the interval for the median speed-up."""
+    confidence, pairs = row.get("confidence"), sum(r is not None for r in row.get("ratios") or [])
+    if row["block"] == 1 or not pairs or confidence is None:
+        return "-"
+    return (f"{row['verdict']} {row['wins']}/{pairs} "
+            f"({confidence['coverage']:.0%}: {confidence['low']}-{confidence['high']}x)")
+
+
 def table(rows: list[dict]) -> str:
-    header = ("block", "tok/s median (min-max)", "speed-up vs block 1", "acceptance", "mean accepted", "identical")
+    header = ("block", "tok/s median (min-max)", "speed-up vs block 1", "verdict, pairs won (interval)",
+              "acceptance", "mean accepted", "identical")
     lines = [header]
     for row in rows:
         speedup = row["speedup_range"] and {"median": row["speedup"], **row["speedup_range"]}
         lines.append((
-            str(row["block"]), _spread(row["tok_s"]), _spread(speedup, "x"),
+            str(row["block"]), _spread(row["tok_s"]), _spread(speedup, "x"), _judged(row),
             "-" if row["acceptance"] is None else f"{row['acceptance']:.1%}",
             "-" if row["mean_accepted"] is None else f"{row['mean_accepted']:.2f}",
             {True: "yes", False: "NO", None: "-"}[row["identical"]],
@@ -155,6 +165,7 @@ def run(args: argparse.Namespace, options) -> int:
     from engines import EngineError, Message
     from engines.registry import EngineSpec, create_engine
 
+    from .busy import CpuWatch, describe
     from .lanes import LaneReply, Rehearsal, Relay, WarmUp, run_lanes, schedule, tally
     from .machine import machine, versions
 
@@ -184,7 +195,9 @@ def run(args: argparse.Namespace, options) -> int:
                     for lane in lanes for prompt, text in enumerate(args.prompt)]
         replies += [LaneReply(engine, "bench", lane, run, prompt, [Message("user", args.prompt[prompt])])
                     for run, prompt, lane in order]
+        watch = CpuWatch()
         results = run_lanes(replies, cancel, Progress(len(order), args.runs, len(args.prompt)).frame)
+        busy = watch.result()
     except KeyboardInterrupt:
         cancel.set()
         print("\nspecchat bench: interrupted", file=sys.stderr)
@@ -198,6 +211,9 @@ def run(args: argparse.Namespace, options) -> int:
         return 1
     print(f"{info.name} · {info.model} · drafter {info.drafter or 'none'} · {args.runs} runs × "
           f"{len(args.prompt)} prompt(s) · max {options.max_tokens} tokens · budget {options.reasoning_budget}")
+    warning = describe(busy)
+    if warning:
+        print(warning)
     rows, comparison = [], []
     for loop in loops:
         mine = [lane for lane in lanes if lane.tag["loop"] == loop]
@@ -223,7 +239,7 @@ def run(args: argparse.Namespace, options) -> int:
         report = {"machine": machine(), "versions": versions(), "engine": info.name, "model": info.model,
                   "drafter": info.drafter, "runs": args.runs, "prompts": args.prompt,
                   "options": options.model_dump(include={"max_tokens", "reasoning_budget", "temperature", "top_p"}),
-                  "rows": rows}
+                  "rows": rows, "busy": busy}
         if comparison:
             report["loops"] = comparison
         args.json_out.expanduser().write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))

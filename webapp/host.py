@@ -91,7 +91,8 @@ class EngineHost:
             raise ClientError(result.error["code"], f"Calibration failed: {result.error['message']}", 409)
         if result.stats.get("tok_s") is None:
             raise ClientError("too_short", "The calibration reply was too short to time: try again.", 409)
-        baseline = self.baselines.put(self.engine.info(), result.stats["tok_s"], "calibration")
+        baseline = self.baselines.put(self.engine.info(), result.stats["tok_s"], "calibration",
+                                      prompt_tokens=result.stats.get("prompt_tokens"))
         self.broadcast(self.engine_frame())
         return baseline
 

@@ -16,6 +16,7 @@ from engines import Answer, Done, Engine, EngineError, GenerationOptions, Messag
 
 from .frames import done_frame, reply_frame
 from .measures import divergence, pooled_depths, ratios, spread
+from .pairs import judged
 
 
 @dataclass(frozen=True)
@@ -149,11 +150,16 @@ class Rehearsal(LaneReply):
         return super().play(lambda frame: None)
 
 
-def run_lanes(replies: list[LaneReply], cancel: Relay, emit: Callable[[dict], None]) -> list[LaneRun]:
-    """Play the replies one after another (the first may be opened already); stop at a cancel or an error."""
+def run_lanes(replies: list[LaneReply], cancel: Relay, emit: Callable[[dict], None],
+              enough: Callable[[list[LaneRun]], bool] = lambda results: False) -> list[LaneRun]:
+    """Play the replies one after another (the first may be opened already); stop at a cancel or an error,
+    or once ``enough`` says so of the results at the end of a run (runs "auto")."""
     results = []
-    for reply in replies:
+    for i, reply in enumerate(replies):
         if cancel.is_set():
+            break
+        if i and reply.recorded and replies[i - 1].recorded and reply.result.run != replies[i - 1].result.run \
+                and enough(results):
             break
         if reply.events is None:
             try:
@@ -185,6 +191,14 @@ class Tally:
     identical: bool | None
     divergence: tuple[int, str, str] | None  # (index, baseline's excerpt, this lane's) of the first pair that differs
     stats: dict | None  # the last complete run's final stats
+    ratios: list[float | None]  # each pair's speed-up, in run order
+    wins: int  # pairs this lane was faster in
+    confidence: dict | None  # {low, high, coverage}: the interval for the median speed-up (pairs.py)
+    verdict: str  # "faster", "slower" or "unclear"
+
+    def judged(self) -> dict:
+        """The pairs' fields a race summary, a sweep row and a bench row carry."""
+        return {"ratios": self.ratios, "wins": self.wins, "confidence": self.confidence, "verdict": self.verdict}
 
     def row(self) -> dict:
         """The sweep and bench table row."""
@@ -193,6 +207,7 @@ class Tally:
             "speedup": self.speedup and self.speedup["median"],
             "speedup_range": self.speedup and {"min": self.speedup["min"], "max": self.speedup["max"]},
             "acceptance": self.acceptance, "mean_accepted": self.mean_accepted, "identical": self.identical,
+            **self.judged(),
             **ran_on(self.stats),
         }
 
@@ -211,20 +226,22 @@ def tally(results: list[LaneRun], lane: Lane, baseline: Lane) -> Tally:
     accepted = sum(r.stats.get("accepted") or 0 for r in runs)
     rounds = sum(r.stats.get("rounds") or 0 for r in runs)
     differ = next((d for d in (divergence(base[k].answer, mine[k].answer) for k in pairs) if d), None)
+    speedups = ratios([mine[k].stats.get("tok_s") for k in pairs], [base[k].stats.get("tok_s") for k in pairs])
     return Tally(
         lane=lane,
         runs=len(runs),
         pairs=len(pairs),
         tok_s=spread([r.stats.get("tok_s") for r in runs]),
         ttft_ms=spread([r.stats.get("ttft_ms") for r in runs]),
-        speedup=spread(ratios([mine[k].stats.get("tok_s") for k in pairs], [base[k].stats.get("tok_s") for k in pairs]),
-                       digits=3),
+        speedup=spread(speedups, digits=3),
         acceptance=round(accepted / drafted, 4) if drafted else None,
         acceptance_by_depth=pooled_depths([(r.stats.get("acceptance_by_depth"), r.stats.get("rounds")) for r in runs]),
         mean_accepted=round(accepted / rounds, 3) if rounds else None,
         identical=differ is None if pairs else None,
         divergence=differ,
         stats=runs[-1].stats if runs else None,
+        ratios=[None if r is None else round(r, 3) for r in speedups],
+        **judged(speedups),
     )
 
 

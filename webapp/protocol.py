@@ -76,8 +76,16 @@ class NewChatFrame(_Frame):
 class _ContestFrame(_Frame):
     id: str = Field(min_length=1, max_length=200, pattern=CONTEST_ID)
     text: str = Field(min_length=1)
-    runs: int = Field(1, ge=1, le=9)
+    runs: int | Literal["auto"] = 1  # "auto": pairs until they settle the speed-up (pairs.py)
     greedy: bool = True  # temperature 0 for every lane; false samples with the current settings
+
+
+    @field_validator("runs", mode="before")
+    @classmethod
+    def _runs(cls, runs: object) -> object:
+        if runs != "auto" and (type(runs) is not int or not 1 <= runs <= 9):
+            raise ValueError('use 1 to 9 runs, or "auto" to add pairs until the speed-up is settled')
+        return runs
 
 
 class RaceFrame(_ContestFrame):

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from engines import EngineError, GenerationOptions
 
+from .busy import CpuWatch
 from .conversation import Conversation, Said, new_message, produced_by
 from .errors import ClientError
 from .host import EngineHost
 from .lanes import Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule, tally
+from .pairs import AUTO_MAX_PAIRS, settled
 from .protocol import RaceFrame, SweepFrame
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,18 @@ def race_lanes(options: GenerationOptions) -> list[Lane]:
             Lane("on", {"lane": "on"}, options.updated({"speculative": True}))]
 
 
+def planned(runs: int | str) -> int:
+    """Runs to schedule: as asked, or for "auto" as many as it may take."""
+    return AUTO_MAX_PAIRS if runs == "auto" else runs
+
+
+def enough_pairs(runs: int | str, lanes: list[Lane]) -> Callable[[list[LaneRun]], bool]:
+    """For runs "auto": whether every drafting lane's pairs with the first lane settle it (pairs.py)."""
+    if runs != "auto":
+        return lambda results: False
+    return lambda results: all(settled(tally(results, lane, lanes[0]).ratios) for lane in lanes[1:])
+
+
 def contest_options(host: EngineHost, greedy: bool) -> GenerationOptions:
     """The current settings, greedy unless the client asked to sample as set."""
     options = host.settings.current
@@ -51,21 +65,23 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
     parent = conversation.parent_for(frame.parent, frame.parent_given)
     started_at, context = time.time(), len(conversation.history(parent))
 
-    def summarize(results: list[LaneRun], cancel: Relay) -> dict:
+    def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None) -> dict:
         off, on = (tally(results, lane, lanes[0]) for lane in lanes)
         finish, error = outcome(results, cancel)
-        summary = race_summary(frame.id, finish, error, off, on)
+        summary = race_summary(frame.id, finish, error, off, on, busy, options.draft_block_size)
         summary["receipt"] = host.receipts.record(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, runs=frame.runs,
             context_messages=context, at=started_at,
         )
         if off.tok_s is not None:
-            host.baselines.put(info, off.tok_s["median"], "race")
+            host.baselines.put(info, off.tok_s["median"], "race", spread=off.tok_s,
+                               prompt_tokens=off.stats.get("prompt_tokens"), busy=busy)
             host.broadcast(host.engine_frame())
         return summary
 
     def broke_off() -> dict:
-        return race_summary(frame.id, "error", BROKE_OFF, *(tally([], lane, lanes[0]) for lane in lanes))
+        return race_summary(frame.id, "error", BROKE_OFF, *(tally([], lane, lanes[0]) for lane in lanes), None,
+                            options.draft_block_size)
 
     lanes = race_lanes(options)
     _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, broke_off, parent)
@@ -79,19 +95,19 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
     parent = conversation.current
     started_at, context = time.time(), len(conversation.history(parent))
 
-    def sweep_summary(results: list[LaneRun], finish: str, error: dict | None) -> dict:
+    def sweep_summary(results: list[LaneRun], finish: str, error: dict | None, busy: dict | None) -> dict:
         """The ``sweep_done`` frame."""
         rows = [tally(results, lane, lanes[0]).row() for lane in lanes]
         measured = [row for row in rows if row["tok_s"] is not None]
         best = max(measured, key=lambda row: row["tok_s"]["median"])["block"] if measured else None
         summary = {"type": "sweep_done", "id": frame.id, "finish_reason": finish, "runs": frame.runs,
-                   "rows": rows, "best": best}
+                   "rows": rows, "best": best, "busy": busy}
         if error:
             summary["error"] = error
         return summary
 
-    def summarize(results: list[LaneRun], cancel: Relay) -> dict:
-        summary = sweep_summary(results, *outcome(results, cancel))
+    def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None) -> dict:
+        summary = sweep_summary(results, *outcome(results, cancel), busy)
         summary["receipt"] = host.receipts.record_sweep(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, blocks=frame.blocks,
             runs=frame.runs, context_messages=context, at=started_at,
@@ -100,11 +116,12 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
 
     lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
     _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize,
-         lambda: sweep_summary([], "error", BROKE_OFF), parent)
+         lambda: sweep_summary([], "error", BROKE_OFF, None), parent)
 
 
-def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally) -> dict:
-    """The ``race_done`` frame."""
+def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally, busy: dict | None,
+                 block_size: int) -> dict:
+    """The ``race_done`` frame: ``busy`` is how much of the CPU went to other work meanwhile (busy.py)."""
     summary = {
         "type": "race_done", "id": id, "finish_reason": finish, "runs": on.pairs,
         "off": {"tok_s": off.tok_s, "ttft_ms": off.ttft_ms, "stats": off.stats},
@@ -112,20 +129,21 @@ def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally
                "acceptance_by_depth": on.acceptance_by_depth, "mean_accepted": on.mean_accepted},
         "speedup": on.speedup, "identical": on.identical,
         "first_divergence": on.divergence and dict(zip(("index", "off", "on"), on.divergence)),
+        **on.judged(), "busy": busy, "block_size": block_size,
     }
     if error:
         summary["error"] = error
     return summary
 
 
-def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int,
-         kept: Lane, summarize: Callable[[list[LaneRun], Relay], dict], broke_off: Callable[[], dict],
+def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int | str,
+         kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None], dict], broke_off: Callable[[], dict],
          parent: str | None) -> None:
     """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
-    failed race), then play every lane in the conversation and end with ``summarize``'s frame, or
-    ``broke_off``'s if anything fails unexpectedly: one summary frame either way. The text is stored
-    after ``parent`` with ``kept``'s last answer as its reply, as a chat's would be; every frame
-    carries that reply's ``message`` id."""
+    failed race), then play every lane in the conversation (runs "auto": until the pairs settle it) and
+    end with ``summarize``'s frame, or ``broke_off``'s if anything fails unexpectedly: one summary frame
+    either way. The text is stored after ``parent`` with ``kept``'s last answer as its reply, as a chat's
+    would be; every frame carries that reply's ``message`` id."""
     if conversation.job is not None:
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
     if not (host.yield_calibration() and host.exclusive.acquire(blocking=False)):
@@ -135,7 +153,7 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         messages, window = conversation.fitted(parent, lanes[0].options, said)
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
         replies += [LaneReply(host.engine, id, lane, run, prompt, messages)
-                    for run, prompt, lane in schedule(lanes, runs)]
+                    for run, prompt, lane in schedule(lanes, planned(runs))]
         cancel = Relay()
         try:
             replies[0].open(cancel)
@@ -156,8 +174,10 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
 
     def work() -> Said:
         try:
-            results = run_lanes(replies, cancel, lambda frame: conversation.emit(tagged(frame)))
-            summary = {**summarize(results, cancel), "message": reply["id"]}
+            watch = CpuWatch()
+            results = run_lanes(replies, cancel, lambda frame: conversation.emit(tagged(frame)),
+                                enough_pairs(runs, lanes))
+            summary = {**summarize(results, cancel, watch.result()), "message": reply["id"]}
             shown = next((r for r in reversed(results) if r.lane == kept), None)
             if shown is None:
                 return Said(finish_reason=summary["finish_reason"], last=summary)

@@ -17,6 +17,7 @@ from engines import EngineInfo, GenerationOptions
 from engines.registry import EngineSpec
 
 from .lanes import ran_on
+from .busy import describe
 from .machine import machine, versions
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ def _measured(kind: str, summary: dict, *, prompt: str, options: GenerationOptio
         "sampling": {"temperature": options.temperature, "top_p": options.top_p},
         "reasoning_budget": options.reasoning_budget, "max_tokens": options.max_tokens,
         "prompt": prompt, "context_messages": context_messages,
+        "busy": summary.get("busy"),
     }
 
 
@@ -98,10 +100,13 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
                 **ran_on(summary["off"]["stats"])},
         "on": {"tok_s": summary["on"]["tok_s"], "ttft_ms": summary["on"]["ttft_ms"], **ran_on(on["stats"])},
         "speedup": summary["speedup"],
+        "ratios": summary["ratios"], "wins": summary["wins"], "confidence": summary["confidence"],
+        "verdict": summary["verdict"],
         "acceptance": on["acceptance"], "acceptance_by_depth": on["acceptance_by_depth"],
         "mean_accepted": on["mean_accepted"],
         "identical": summary["identical"], "first_divergence": summary["first_divergence"],
-        "command": bench_command(spec, engine, options, prompt, runs, [1, options.draft_block_size]),
+        "command": bench_command(spec, engine, options, prompt, _repeat(runs, summary["runs"]),
+                                 [1, options.draft_block_size]),
     }
 
 
@@ -116,8 +121,15 @@ def build_sweep(summary: dict, *, prompt: str, options: GenerationOptions, engin
         "runs": {"asked": runs, "measured": min((row["runs"] for row in summary["rows"]), default=0)},
         "rows": summary["rows"],
         "best": summary["best"],
-        "command": bench_command(spec, engine, options, prompt, runs, sorted(blocks)),
+        "command": bench_command(spec, engine, options, prompt,
+                                 _repeat(runs, min((row["runs"] for row in summary["rows"]), default=0)),
+                                 sorted(blocks)),
     }
+
+
+def _repeat(asked: int | str, measured: int) -> int:
+    """The runs a terminal repeats: as asked, or as many as runs "auto" took."""
+    return asked if isinstance(asked, int) else max(measured, 1)
 
 
 def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptions, prompt: str, runs: int,
@@ -152,6 +164,22 @@ def _value(value, pattern: str = "{}") -> str:
     return "–" if value is None else pattern.format(value)
 
 
+def pairs_text(judged: dict) -> str:
+    """A race's or sweep row's pairs judged: "faster: 5 of 5 pairs faster, 94% interval 2.22–2.42×", or "–"
+    before any pair (or in a receipt older than these fields)."""
+    confidence, pairs = judged.get("confidence"), sum(r is not None for r in judged.get("ratios") or [])
+    if not pairs or confidence is None:
+        return "–"
+    interval = f"{confidence['coverage']:.0%} interval {confidence['low']}–{confidence['high']}×"
+    return f"{judged['verdict']}: {judged['wins']} of {pairs} pairs faster, {interval}"
+
+
+def busy_lines(receipt: dict) -> list[str]:
+    """The busy-machine warning as a paragraph, or nothing."""
+    warning = describe(receipt.get("busy"))
+    return [f"**{warning}**", ""] if warning else []
+
+
 def markdown(receipt: dict) -> str:
     """A readable receipt: what was measured, then on what."""
     if receipt.get("kind") == "sweep":
@@ -170,6 +198,7 @@ def markdown(receipt: dict) -> str:
         "",
         f"Prompt{earlier}: {receipt['prompt']!r}",
         "",
+        *busy_lines(receipt),
         "| | drafter off | drafter on |",
         "|---|---|---|",
         f"| decode tok/s, median (min–max) | {_spread(off['tok_s'])} | {_spread(on['tok_s'])} |",
@@ -179,6 +208,7 @@ def markdown(receipt: dict) -> str:
         "|---|---|",
         f"| speed-up (on ÷ off, per pair) | {_spread(receipt['speedup'], '×')} |",
         f"| runs (pairs measured / asked) | {receipt['runs']['measured']} / {receipt['runs']['asked']} |",
+        f"| verdict (sign test on the pairs) | {pairs_text(receipt)} |",
         f"| acceptance | {_value(receipt['acceptance'], '{:.1%}')} |",
         f"| acceptance by depth | {' · '.join(_value(a, '{:.0%}') for a in depth) if depth else '–'} |",
         f"| mean accepted per verify round | {_value(receipt['mean_accepted'])} |",
@@ -213,16 +243,18 @@ def sweep_markdown(receipt: dict) -> str:
         "",
         f"Prompt{earlier}: {receipt['prompt']!r}",
         "",
-        "| block | decode tok/s, median (min–max) | speed-up vs block 1 (min–max) | acceptance | mean accepted "
-        "per round | identical to block 1 |",
-        "|---|---|---|---|---|---|",
+        *busy_lines(receipt),
+        "| block | decode tok/s, median (min–max) | speed-up vs block 1 (min–max) | verdict (sign test) | "
+        "acceptance | mean accepted per round | identical to block 1 |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in receipt["rows"]:
         speedup = row["speedup_range"] and {"median": row["speedup"], **row["speedup_range"]}
         block = f"**{row['block']}** (best)" if row["block"] == best else str(row["block"])
         if row["block"] == 1:
             block += " drafter off"
-        lines.append(f"| {block} | {_spread(row['tok_s'])} | {_spread(speedup, '×')} | "
+        verdict = "–" if row["block"] == 1 else pairs_text(row)
+        lines.append(f"| {block} | {_spread(row['tok_s'])} | {_spread(speedup, '×')} | {verdict} | "
                      f"{_value(row['acceptance'], '{:.1%}')} | {_value(row['mean_accepted'])} | "
                      f"{identical[row['identical']]} |")
     lines += [

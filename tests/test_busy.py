@@ -1,0 +1,86 @@
+"""Busy-machine detection (busy.py): CPU burners the test starts (one per core, stopped by the test) make a
+measurement busy; this process's own work does not. Others may load the machine too, so each busy reading is
+compared with a reading taken without the burners in the same test."""
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from webapp.busy import THRESHOLD, CpuWatch, describe
+from tests.wsclient import WsClient
+
+BURN_S = 60  # each burner ends itself after this, should the test not get to stop it
+SPIN = f"import time\nend = time.monotonic() + {BURN_S}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@contextlib.contextmanager
+def burners():
+    """One CPU-bound process per core, for the block's length."""
+    started = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(os.cpu_count() or 1)]
+    try:
+        time.sleep(0.3)  # running before the measurement starts
+        yield
+    finally:
+        for process in started:
+            process.kill()
+            process.wait(timeout=10)
+
+
+def watched(seconds: float, spin: bool = False) -> dict:
+    watch = CpuWatch()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        if not spin:
+            time.sleep(0.05)
+    return watch.result()
+
+
+def test_burners_on_every_core_make_a_measurement_busy():
+    quiet = watched(1.5)
+    with burners():
+        busy = watched(1.5)
+    assert set(busy) == {"percent", "flagged", "threshold"} and busy["threshold"] == round(THRESHOLD * 100)
+    assert busy["flagged"] is True and busy["percent"] >= max(75, quiet["percent"])
+    assert quiet["flagged"] is (quiet["percent"] > THRESHOLD * 100)
+    assert describe(busy) == (f"The machine was busy: {busy['percent']:.0f}% of the CPU went to other work, "
+                              "so these numbers are not representative.")
+    assert describe({**busy, "flagged": False}) is None and describe(None) is None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")
+def test_this_processs_own_work_is_not_other_work():
+    """Other work and this process's share of the CPU add up to at most all of it, however loaded the machine."""
+    def machine_s() -> float:
+        return sum(map(int, Path("/proc/stat").read_text().split()[1:9])) / os.sysconf("SC_CLK_TCK")
+
+    total, own = machine_s(), sum(os.times()[:2])
+    spun = watched(1.5, spin=True)
+    own_share = 100 * (sum(os.times()[:2]) - own) / (machine_s() - total)
+    assert own_share > 15  # this process kept a core busy for part of the time at least
+    assert spun["percent"] <= 100 - own_share + 2  # rounding and the readings' few ticks apart
+
+
+def test_a_race_on_a_busy_machine_says_so_and_a_quiet_one_does_not(fake_server):
+    with WsClient(fake_server.ws_url) as ws:
+        ws.send({"type": "race", "id": "quiet", "text": "hello", "runs": 2})
+        quiet, _ = ws.until("race_done", timeout=60, id="quiet")
+        with burners():
+            ws.send({"type": "race", "id": "busy", "text": "hello", "runs": 2})
+            busy, _ = ws.until("race_done", timeout=120, id="busy")
+    assert busy["busy"]["flagged"] is True and busy["busy"]["percent"] >= quiet["busy"]["percent"]
+    assert quiet["busy"]["flagged"] is (quiet["busy"]["percent"] > THRESHOLD * 100)
+    for summary in (quiet, busy):
+        receipt = requests.get(fake_server.url + summary["receipt"]).json()["receipt"]
+        assert receipt["busy"] == summary["busy"]
+        page = requests.get(fake_server.url + summary["receipt"], params={"format": "markdown"}).text
+        warned = f"The machine was busy: {summary['busy']['percent']:.0f}% of the CPU went to other work" in page
+        assert warned is summary["busy"]["flagged"]
+    baseline = requests.get(fake_server.url + "/api/baseline").json()["baseline"]
+    assert baseline["busy"] == busy["busy"] and baseline["spread"] == busy["off"]["tok_s"]
+    assert baseline["prompt_tokens"] == busy["off"]["stats"]["prompt_tokens"] > 0
