@@ -78,6 +78,7 @@ class EngineInfo:
     message: str = ""
     progress: float | None = None
     examples: tuple[Example, ...] = ()  # prompts the empty screen offers for this model
+    drafter_note: str | None = None  # no drafter: why, and how to get one
 
     def to_dict(self) -> dict:
         return {
@@ -88,6 +89,7 @@ class EngineInfo:
             "message": self.message,
             "progress": self.progress,
             "examples": [example.to_dict() for example in self.examples],
+            "drafter_note": self.drafter_note,
         }
 
 

@@ -13,13 +13,16 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Engine
 from .errors import EngineError
+
+if TYPE_CHECKING:
+    from .mlx.drafter_search import DrafterSearch
 
 NAMES = ("mlx", "mtplx", "openai")
 MTPLX_URL = "http://127.0.0.1:8766"
@@ -111,10 +114,12 @@ class TabPolicy:
         return spec.model_copy(update=changes)
 
 
-def create_engine(spec: EngineSpec, policy: TabPolicy | None = None) -> Engine:
+def create_engine(spec: EngineSpec, policy: TabPolicy | None = None,
+                  drafters: DrafterSearch | None = None) -> Engine:
     """Build (not load) the engine; raises EngineError (ModelNotFound for a bad path) with a fix.
 
-    ``policy``: the spec came from a tab and is held to it (``None``: from the command line)."""
+    ``policy``: the spec came from a tab and is held to it (``None``: from the command line).
+    ``drafters``: where the MLX engine looks for the head of a checkpoint converted without it."""
     if policy is not None:
         spec = policy.restrict(spec)
     if spec.name == "fake":
@@ -147,4 +152,4 @@ def create_engine(spec: EngineSpec, policy: TabPolicy | None = None) -> Engine:
     check_model_dir(model)
     if spec.drafter not in (None, "none"):
         check_model_dir(spec.drafter)
-    return MlxEngine(model, spec.drafter)
+    return MlxEngine(model, spec.drafter, drafters)

@@ -20,7 +20,7 @@ def test_health_names_the_engine(mlx_server, tiny_model):
     engine = requests.get(mlx_server.url + "/api/health").json()["engine"]
     assert engine == {
         "name": "mlx", "model": str(tiny_model), "drafter": "bundled MTP head (mtp)",
-        "state": "ready", "message": "", "progress": None, "examples": [],
+        "state": "ready", "message": "", "progress": None, "examples": [], "drafter_note": None,
     }
 
 

@@ -1,6 +1,7 @@
 """``specchat`` / ``python -m webapp``: check the arguments, open the port, load, serve.
 
-``specchat bench …`` measures decode speed from a terminal instead (see bench.py).
+``specchat bench …`` measures decode speed from a terminal instead (see bench.py); ``specchat drafter …``
+finds or builds the MTP head of a checkpoint converted without it (drafter_command.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import re
 import secrets
 import signal
 import sys
+from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 from engines.registry import MTPLX_URL, is_loopback
@@ -51,6 +54,14 @@ def log_level(text: str) -> str:
     return text.upper()
 
 
+def hub_id(text: str) -> str:
+    from engines.registry import HUB_ID
+
+    if not HUB_ID.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a hub id: pass ORG/NAME, e.g. Qwen/Qwen3.5-9B")
+    return text
+
+
 def check_token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Off loopback a token is required; one goes in a URL and a cookie, so it must be URL-safe."""
     if args.token is not None and not re.fullmatch(r"[A-Za-z0-9._~-]{8,}", args.token):
@@ -74,6 +85,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--drafter",
         help="drafter folder or hub id, or 'none' (default: the model's bundled MTP head when it has one)",
     )
+    parser.add_argument("--drafter-from", type=hub_id, default=None,
+                        help="the Hugging Face checkpoint the model was converted from, whose MTP head becomes the "
+                        "drafter when the model has none (default: the model's base_model)")
     parser.add_argument("--data-dir", type=Path, default=None, help=f"settings and state (default {default_data_dir()})")
     parser.add_argument("--models-dir", type=Path, default=None,
                         help="a folder of model folders the engine picker lists (default: the data folder's models/)")
@@ -116,16 +130,27 @@ def main(argv: list[str] | None = None) -> int:
         from .bench import main as bench
 
         return bench(argv[1:])
+    if argv[:1] == ["drafter"]:
+        from .drafter_command import main as drafter
+
+        return drafter(argv[1:])
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     data_dir = (args.data_dir or default_data_dir()).expanduser()
+    models_dir = args.models_dir.expanduser() if args.models_dir else None
     from engines import EngineError
+    from engines.mlx.drafter_search import DrafterSearch
     from engines.registry import EngineSpec, create_engine
 
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
                       api_key=args.api_key)
+    # Where the MLX engine looks for the head of a checkpoint converted without it (and stores one it builds);
+    # --drafter-from names --model's base, not that of a model a tab switches to.
+    drafters = DrafterSearch(data_dir=data_dir, models_dir=models_dir or data_dir / "models",
+                             allow_downloads=args.allow_downloads, base_model=args.drafter_from)
+    factory = partial(create_engine, drafters=replace(drafters, base_model=None))
     try:
-        engine = create_engine(spec)
+        engine = create_engine(spec, drafters=drafters)
     except EngineError as exc:
         print(f"specchat: {exc.message}", file=sys.stderr)
         return 2
@@ -145,9 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     from .store import StoreError
 
     try:
-        app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=create_engine,
+        app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=factory,
                          config={"ACCESS_TOKEN": args.token,
-                                 "MODELS_DIR": args.models_dir.expanduser() if args.models_dir else None,
+                                 "MODELS_DIR": models_dir,
                                  "ALLOW_REMOTE_ENGINES": args.allow_remote_engines,
                                  "ALLOW_DOWNLOADS": args.allow_downloads})
     except StoreError as exc:

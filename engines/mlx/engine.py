@@ -12,6 +12,7 @@ from ..errors import EngineBusy, EngineError, EngineNotReady
 from ..events import Done, Event
 from ..options import GenerationOptions
 from .conversations import ConversationCache, ConversationCaches
+from .drafter_search import DrafterSearch
 from .generation import TurnGeneration
 from .loading import LoadedModel, load_drafter, load_model
 from .model_thread import model_thread
@@ -28,11 +29,13 @@ NOT_OWN_LOOP = {"qwen3_5_moe": "qwen3_5_moe: the own loop does not run MoE yet"}
 class MlxEngine(Engine):
     name = "mlx"
 
-    def __init__(self, model: str, drafter: str | None = None):
-        """``drafter``: a folder or hub id, ``"none"``, or None for the model's bundled MTP head."""
+    def __init__(self, model: str, drafter: str | None = None, drafters: DrafterSearch | None = None):
+        """``drafter``: a folder or hub id, ``"none"``, or None for the model's bundled MTP head (or, without
+        one, the head ``drafters`` finds)."""
         super().__init__()
         self.model_spec = model
         self.drafter_spec = drafter
+        self.drafters = drafters
         # All MLX work runs on the process's one MLX thread: MLX streams belong to the thread that made them.
         self._thread = model_thread()
         self._lock = threading.Lock()
@@ -57,6 +60,7 @@ class MlxEngine(Engine):
             name=self.name,
             model=self.model_spec,
             drafter=loaded.drafter_name if loaded else None,
+            drafter_note=loaded.drafter_note if loaded else None,
             state=self._state,
             message=self._message,
             progress=self._progress,
@@ -72,7 +76,7 @@ class MlxEngine(Engine):
             loaded = load_model(self.model_spec)
             if self.drafter_spec != NO_DRAFTER:
                 self._set_state("loading", "loading the drafter", 0.6)
-                load_drafter(loaded, self.drafter_spec)
+                load_drafter(loaded, self.drafter_spec, self.drafters)
             self._loaded, self._prompts = loaded, PromptBuilder(loaded)
             self._examples = read_examples(loaded.path)
             self._decoder, self._stop_ids, self._no_own_loop = _own_decoder(loaded)

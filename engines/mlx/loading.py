@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelNotFound
+from .drafter_search import DrafterSearch, FoundDrafter, NoDrafter, can_search, find_drafter
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,7 @@ class LoadedModel:
     drafter: Any = None
     drafter_kind: str | None = None
     drafter_name: str | None = None
+    drafter_note: str | None = None  # why there is no drafter and how to get one, for the presenter
 
 
 @contextmanager
@@ -127,8 +129,9 @@ def load_model(spec: str) -> LoadedModel:
     return LoadedModel(model, processor, tokenizer, read_config(path), path)
 
 
-def load_drafter(loaded: LoadedModel, spec: str | None) -> None:
-    """Attach a drafter: ``spec`` (a folder or hub id), or the bundled MTP head when spec is None.
+def load_drafter(loaded: LoadedModel, spec: str | None, search: DrafterSearch | None = None) -> None:
+    """Attach a drafter: ``spec`` (a folder or hub id), or when spec is None the bundled MTP head, else
+    the head ``search`` finds or builds (engines/mlx/drafter_search.py).
 
     ``load_drafter`` on the main checkpoint extracts only its ``mtp.*`` head, so
     the target is not loaded twice.
@@ -136,12 +139,30 @@ def load_drafter(loaded: LoadedModel, spec: str | None) -> None:
     from mlx_vlm.speculative.drafters import load_drafter as mlx_load_drafter
 
     if spec is None:
-        if not has_bundled_mtp(loaded.path):
-            log.info("no bundled MTP head in %s: speculative decoding unavailable", loaded.path)
-            return
-        source, name = loaded.path, "bundled MTP head"
+        if has_bundled_mtp(loaded.path):
+            source, name = loaded.path, "bundled MTP head"
+        else:
+            found = search_head(loaded, search or DrafterSearch())
+            if found is None:
+                return
+            source, name = found.path, found.how
     else:
         source, name = resolve(spec), spec
     with normalised(source) as folder:
         drafter, kind = mlx_load_drafter(str(folder))
     loaded.drafter, loaded.drafter_kind, loaded.drafter_name = drafter, kind, f"{name} ({kind})"
+
+
+def search_head(loaded: LoadedModel, search: DrafterSearch) -> FoundDrafter | None:
+    """The head of a checkpoint converted without it, or None with ``loaded.drafter_note`` saying why."""
+    if not can_search(loaded.config):
+        log.info("no bundled MTP head in %s: speculative decoding unavailable", loaded.path)
+        return None
+    try:
+        found = find_drafter(loaded.path, search)
+    except NoDrafter as exc:
+        log.warning("no drafter: %s", exc.message)
+        loaded.drafter_note = exc.message
+        return None
+    log.info("drafter for %s: %s (%s)", loaded.path, found.path, found.how)
+    return found

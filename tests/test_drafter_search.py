@@ -1,0 +1,224 @@
+"""A drafter for a checkpoint converted without its MTP head: found beside it, built from the original
+checkpoint in the hub cache or from its head's shard alone, or a message that says how to get one."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from demo_model.hf_layout import add_to_hub_cache, build_hf_checkpoint, convert, mtp_shards
+from engines.mlx.drafter_search import DrafterSearch, NoDrafter, find_drafter
+from tests.conftest import ROOT
+from tests.fake_hub import FakeHub
+
+BASE = "tinyorg/Tiny-Qwen3.5"
+
+
+@pytest.fixture(scope="module")
+def hf_base(tmp_path_factory):
+    """The original float checkpoint (bfloat16, Hugging Face layout) and a hub cache holding it as BASE."""
+    root = tmp_path_factory.mktemp("hf")
+    hf = build_hf_checkpoint(root / "Tiny-Qwen3.5")
+    cache = root / "hub"
+    add_to_hub_cache(hf, cache, BASE)
+    return hf, cache
+
+
+@pytest.fixture(scope="module")
+def converted(hf_base, tmp_path_factory):
+    """4-bit g64 conversions: of BASE by its hub id without --mtp (its card names BASE, as a hub
+    conversion's does), and of the folder with --mtp (the head written beside, as Tiny-4bit-split-mtp)."""
+    hf, cache = hf_base
+    root = tmp_path_factory.mktemp("converted")
+    headless = convert(BASE, root / "Tiny-4bit", bits=4, group_size=64, hub_cache=cache)
+    split = convert(hf, root / "Tiny-4bit-split", bits=4, group_size=64, mtp=True)
+    return headless, split
+
+
+def tensors(folder):
+    import mlx.core as mx
+
+    return mx.load(str(folder / "model.safetensors"))
+
+
+def drafts(path, drafter_path):
+    """Rounds of a short greedy draft-and-verify with the drafter at ``drafter_path`` (through the engine's
+    own loading and decoder)."""
+    from engines import Message
+    from engines.mlx.decoding import Decoder, Sampling
+    from engines.mlx.loading import load_drafter, load_model
+    from engines.mlx.prompts import PromptBuilder
+
+    loaded = load_model(str(path))
+    load_drafter(loaded, str(drafter_path))
+    assert loaded.drafter_kind == "mtp"
+    decoder = Decoder(loaded.model, loaded.drafter)
+    ids = PromptBuilder(loaded).conversation_ids("", [Message("user", "hello")], False)
+    state = decoder.new_state()
+    first = decoder.feed(state, ids, 0, Sampling())
+    rounds = [step.accepted for step in decoder.decode(state, first, max_tokens=16, block=3, sampling=Sampling(),
+                                                       stop_ids=set(), cancelled=lambda: False)
+              if step.accepted is not None]
+    return rounds
+
+
+def test_a_conversion_beside_its_mtp_folder_gets_that_drafter(converted, tmp_path):
+    from engines.mlx.loading import load_drafter, load_model
+
+    _, split = converted
+    loaded = load_model(str(split))
+    load_drafter(loaded, None, DrafterSearch(data_dir=tmp_path / "data"))
+    assert loaded.drafter_kind == "mtp"
+    assert loaded.drafter_name == "Tiny-4bit-split-mtp, beside the model (mtp)"
+    assert loaded.drafter_note is None
+    assert not (tmp_path / "data").exists()  # nothing built
+    assert drafts(split, split.parent / "Tiny-4bit-split-mtp")
+
+
+def test_a_drafter_folder_that_does_not_fit_is_not_used(converted, tmp_path):
+    _, split = converted
+    model = tmp_path / "Other-4bit"
+    shutil.copytree(split, model)
+    beside = tmp_path / "Other-4bit-mtp"
+    shutil.copytree(split.parent / "Tiny-4bit-split-mtp", beside)
+    config = json.loads((beside / "config.json").read_text())
+    config["text_config"]["hidden_size"] = 64
+    (beside / "config.json").write_text(json.dumps(config))
+    with pytest.raises(NoDrafter) as caught:
+        find_drafter(model, DrafterSearch(data_dir=tmp_path / "data"))
+    assert f"{beside} does not fit this model (hidden size 64, not 128)" in caught.value.message
+
+
+def test_the_original_in_the_hub_cache_gives_a_drafter_offline_quantized_like_the_body(
+        converted, hf_base, tmp_path, monkeypatch):
+    import mlx.core as mx
+
+    headless, split = converted
+    _, cache = hf_base
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    found = find_drafter(headless, DrafterSearch(data_dir=tmp_path / "data"))
+    assert found.path == tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
+    assert found.how == f"built from {BASE} from the hub cache"
+    config = json.loads((found.path / "config.json").read_text())
+    assert config["quantization"] == {"group_size": 64, "bits": 4, "mode": "affine"}
+    assert config["model_type"] == "qwen3_5_mtp" and config["base_model"] == BASE
+    # Quantized as `convert --mtp` quantizes the head for a 4-bit body: the same tensors, bit for bit.
+    built, reference = tensors(found.path), tensors(split.parent / "Tiny-4bit-split-mtp")
+    assert sorted(built) == sorted(reference)
+    for key, value in reference.items():
+        assert built[key].dtype == value.dtype and mx.array_equal(built[key], value).item(), key
+    assert drafts(headless, found.path)
+    again = find_drafter(headless, DrafterSearch(data_dir=tmp_path / "data"))
+    assert (again.path, again.how) == (found.path, "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64, built before")
+
+
+def test_a_float16_body_gets_a_float16_drafter(tmp_path, monkeypatch):
+    import mlx.core as mx
+
+    hf = build_hf_checkpoint(tmp_path / "F16", dtype="float16", vision=False)
+    cache = tmp_path / "hub"
+    add_to_hub_cache(hf, cache, "tinyorg/F16")
+    body = convert("tinyorg/F16", tmp_path / "F16-mlx", bits=None, hub_cache=cache)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    found = find_drafter(body, DrafterSearch(data_dir=tmp_path / "data"))
+    assert found.path.name == "tinyorg--F16-mtp-float16"
+    config = json.loads((found.path / "config.json").read_text())
+    assert "quantization" not in config
+    weights = tensors(found.path)
+    assert {v.dtype for v in weights.values()} == {mx.float16}
+    assert not any(k.endswith(".scales") for k in weights)
+
+
+def test_nothing_found_says_how_to_get_a_drafter(converted, hf_base, tmp_path, monkeypatch):
+    from engines import GenerationOptions
+    from engines.mlx import MlxEngine
+
+    headless, _ = converted
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    engine = MlxEngine(str(headless), drafters=DrafterSearch(data_dir=tmp_path / "data"))
+    engine.load(GenerationOptions())
+    try:
+        info = engine.info()
+        assert info.state == "ready" and info.drafter is None
+        assert info.drafter_note.startswith("This conversion dropped its MTP head")
+        assert f"Its base model {BASE} is not in the hub cache" in info.drafter_note
+        assert f"`specchat drafter --for {headless} --allow-downloads`" in info.drafter_note
+        assert f"--drafter {headless}-mtp" in info.drafter_note
+        assert info.to_dict()["drafter_note"] == info.drafter_note
+    finally:
+        engine.unload()
+
+
+def test_a_conversion_that_names_no_base_asks_for_one(converted, tmp_path, monkeypatch):
+    _, split = converted
+    model = tmp_path / "Anonymous-4bit"
+    shutil.copytree(split, model)  # no -mtp beside the copy, no base_model in its card
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub"))
+    with pytest.raises(NoDrafter) as caught:
+        find_drafter(model, DrafterSearch(data_dir=tmp_path / "data"))
+    message = caught.value.message
+    assert "does not say which checkpoint it was converted from" in message
+    assert f"`specchat drafter --for {model} --from ORG/NAME`" in message
+
+
+def run_drafter_command(*args, env=None):
+    return subprocess.run([sys.executable, "-m", "webapp", "drafter", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, **(env or {})))
+
+
+def test_specchat_drafter_fetches_only_the_mtp_shard(converted, hf_base, tmp_path):
+    headless, _ = converted
+    hf, _ = hf_base
+    empty = {"HF_HUB_CACHE": str(tmp_path / "hub")}
+    with FakeHub({BASE: hf}) as hub:
+        env = empty | {"HF_ENDPOINT": hub.url}
+        refused = run_drafter_command("--for", str(headless), "--data-dir", str(tmp_path / "data"), env=env)
+        assert refused.returncode == 1, refused.stderr
+        assert "--allow-downloads" in refused.stderr and hub.requested == []
+        done = run_drafter_command("--for", str(headless), "--data-dir", str(tmp_path / "data"),
+                                   "--allow-downloads", env=env)
+    assert done.returncode == 0, done.stderr
+    shard = mtp_shards(hf)
+    assert hub.files(BASE) == {"config.json", "model.safetensors.index.json", *shard}
+    body_shards = {p.name for p in hf.glob("*.safetensors")} - set(shard)
+    assert body_shards and not body_shards & hub.files(BASE)
+    folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
+    assert done.stdout.splitlines() == [
+        f"specchat drafter: {folder} (built from {BASE} with only its MTP shard downloaded)",
+        f"Use it: specchat --model {headless} --drafter {folder} (specchat also finds it by itself, with this "
+        "data folder)",
+    ]
+    assert json.loads((folder / "config.json").read_text())["quantization"]["bits"] == 4
+
+
+def test_specchat_drafter_from_a_named_base_in_the_hub_cache(converted, hf_base, tmp_path):
+    _, split = converted
+    _, cache = hf_base
+    model = tmp_path / "models" / "Renamed-4bit"
+    shutil.copytree(split, model)
+    env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
+    done = run_drafter_command("--for", str(model), "--from", BASE, "--data-dir", str(tmp_path / "data"), env=env)
+    assert done.returncode == 0, done.stderr
+    folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
+    assert done.stdout.splitlines()[-1] == (
+        f"Use it: specchat --model {model} --drafter {folder} (--drafter-from {BASE} in place of --drafter "
+        "finds it too)")
+    bad = run_drafter_command("--for", str(model), "--from", "not a hub id", env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "ORG/NAME" in bad.stderr
+
+
+def test_the_server_drafts_with_a_head_it_builds_from_the_hub_cache(converted, hf_base, start_server, tmp_path,
+                                                                    monkeypatch):
+    headless, _ = converted
+    _, cache = hf_base
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    server = start_server("--model", str(headless), data_dir=tmp_path / "data")
+    engine = server.wait_ready()
+    assert engine["drafter"] == f"built from {BASE} from the hub cache (mtp)"
+    assert engine["drafter_note"] is None
+    assert (tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64" / "config.json").is_file()
