@@ -211,9 +211,11 @@ def commands(monkeypatch) -> dict[str, argparse.ArgumentParser]:
     """``specchat`` and each subcommand (``specchat bench``, …), by the program name its parser prints."""
     main = parser_for([], monkeypatch)
     found = {main.prog: main}
-    source = Path(cli.__file__).read_text()
-    candidates = set(re.findall(r'"([a-z][a-z-]*)"', source)) | {name.split(" ", 1)[1] for name in documented_commands()
-                                                               if " " in name}
+    # Words cli.py dispatches on, the names of parsers anywhere in webapp/, and the documented commands.
+    candidates = set(re.findall(r'"([a-z][a-z-]*)"', Path(cli.__file__).read_text()))
+    for path in (ROOT / "webapp").rglob("*.py"):
+        candidates |= set(re.findall(r'prog="specchat ([a-z][a-z-]*)"', path.read_text()))
+    candidates |= {name.split(" ", 1)[1] for name in documented_commands() if " " in name}
     for name in sorted(candidates):
         parser = parser_for([name], monkeypatch)
         if parser.prog != main.prog:
