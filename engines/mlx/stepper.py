@@ -77,6 +77,22 @@ class VerifyResult:
     layers: list[tuple[Any, Any]]  # attention buffers written; linear: (conv input, states per position)
 
 
+def activation_dtype(lm):
+    """The dtype the checkpoint computes in, which its caches then hold: what its embedding returns (a
+    quantized one returns its scales' dtype), else its final norm's weight (never quantized), else the
+    config's ``torch_dtype``/``dtype``. A cache in another dtype rounds every key and value it stores,
+    and the output drifts from mlx-vlm's own from the first token on some prompts."""
+    mx = _mx()
+    floats = (mx.float32, mx.float16, mx.bfloat16)
+    embed, args = lm.model.embed_tokens, getattr(lm, "args", None)
+    named = (getattr(args, "torch_dtype", None) or getattr(args, "dtype", None)) if args is not None else None
+    norm = getattr(lm.model.norm, "weight", None)
+    for tensor in (getattr(embed, "weight", None), getattr(embed, "scales", None), norm):
+        if tensor is not None and tensor.dtype in floats:
+            return tensor.dtype
+    return getattr(mx, named) if isinstance(named, str) and getattr(mx, named, None) in floats else mx.bfloat16
+
+
 def _attention_mask(positions, capacity: int):
     mx = _mx()
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
@@ -210,9 +226,7 @@ class TargetStepper:
         self.conv_width = gdn.conv_kernel_size - 1 if gdn else 0
         self.conv_dim = gdn.conv_dim if gdn else 0
         self.ssm_shape = (gdn.num_v_heads, gdn.head_v_dim, gdn.head_k_dim) if gdn else ()
-        self.dtype = self.embed.weight.dtype if hasattr(self.embed, "weight") else _mx().float32
-        if self.dtype not in (_mx().float32, _mx().float16, _mx().bfloat16):
-            self.dtype = _mx().bfloat16  # a quantized embedding's scales give no activation dtype
+        self.dtype = activation_dtype(lm)
         self.groups = [_layer_groups(layer) for layer in self.layers]  # (mixer inputs, gate and up)
         self.periods = [None if layer.is_linear else rope_periods(layer.self_attn.rotary_emb) for layer in self.layers]
         self._compiled: dict[tuple, Any] = {}
