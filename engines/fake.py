@@ -1,7 +1,7 @@
 """A scripted engine with the real engine's contract, shared by unit, websocket and browser tests.
 
 It thinks for up to ``reasoning_budget`` words, answers with a fixed Markdown
-text, honours cancel between forward passes, refuses a second concurrent
+text (``answer``, which a test may lengthen), honours cancel between forward passes, refuses a second concurrent
 stream, can be told to fail mid-stream, and pauses where a test asks (``holds``,
 until ``resume()``) so a live state lasts while the test looks at it. Each
 forward pass (one plain token, or one verify round with the drafter on) takes
@@ -43,6 +43,7 @@ class FakeEngine(Engine):
         self.turns: list[Turn] = []
         self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
         self.round_s = 0.0  # what a verify round costs on top of ``delay_s``: a drafter that does not pay
+        self.answer = ANSWER  # the text every reply answers with, after its thinking
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
@@ -75,7 +76,7 @@ class FakeEngine(Engine):
             if rounds is not None:
                 meter.record_rounds(rounds)
             thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
-            answer_words = [(False, w + " ") for w in ANSWER.split(" ")]
+            answer_words = [(False, w + " ") for w in self.answer.split(" ")]
             if turn.continued:  # go on after the words the unfinished reply already has
                 said = turn.messages[-1]
                 thinking_words = thinking_words[_words_in(thinking_words, said.reasoning):]

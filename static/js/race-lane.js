@@ -1,5 +1,5 @@
 // One lane of a race (drafter off or on): its streamed text, live numbers, clock and acceptance strip.
-// The same lane shows a replay, fed from recorded deltas instead of the socket.
+// The same lane shows a recording, fed from recorded deltas instead of the socket, and says which it is.
 
 import { AcceptanceStrip } from "@app/acceptance-strip.js";
 import { DraftTint } from "@app/drafted-tint.js";
@@ -10,6 +10,11 @@ import { MEASURE_TOKENS } from "@app/stats.js";
 
 const STICK_PX = 24;
 const NAMES = { off: "Drafter off", on: "Drafter on" };
+// What a lane shows while the race runs: the run streaming now, or the pair's first run played beside it.
+const SOURCES = {
+  live: { badge: "live", name: "live" },
+  recording: { badge: "recording", name: "a recording of its run, played at its recorded pace" },
+};
 
 function element(tag, className, text) {
   const el = document.createElement(tag);
@@ -34,7 +39,8 @@ export class RaceLane {
 
     this.rateEl = element("div", "lane-rate");
     this.rateValue = element("span", "lane-rate-value", "–");
-    this.rateEl.append(this.rateValue, element("span", "lane-rate-unit", " tok/s"));
+    this.basisEl = element("span", "lane-basis");
+    this.rateEl.append(this.rateValue, element("span", "lane-rate-unit", " tok/s"), this.basisEl);
     this.numbersEl = element("div", "lane-numbers");
 
     this.body = element("div", "lane-body");
@@ -57,20 +63,47 @@ export class RaceLane {
     this.answerEl.replaceChildren();
     this.answerView = new MarkdownView(this.answerEl);
     this.stats = null;
+    this.headline = null;
     this.live = true;
     this.clockMs = null;
     this.finished = false;
     this.tint.clear();
     this.strip.reset();
     this.thinkingEl.textContent = "";
+    this.label("", null);
     schedule(this);
   }
 
-  /** A run of this lane begins (live or replayed): its text replaces the last run's. */
-  begin(run, runs, label) {
+  /** The badge beside the rate, and what the lane is called for screen readers. */
+  label(text, kind) {
+    this.basisEl.textContent = text;
+    this.basisEl.dataset.kind = kind ?? "";
+    this.el.dataset.source = kind === "live" || kind === "recording" ? kind : "";
+    this.basisEl.title =
+      kind === "median" ? "As in the summary: tok/s and TTFT the median over the runs, acceptance over every run" : "";
+    const source = SOURCES[kind];
+    this.el.setAttribute("aria-label", source ? `${NAMES[this.lane]}, ${source.name}` : NAMES[this.lane]);
+  }
+
+  /**
+   * A run of this lane begins (live or replayed): its text replaces the last run's.
+   * @param {"live"|"recording"|null} source in a race, whether the run streams now or is a recording
+   */
+  begin(run, runs, label, source = null) {
     this.clear();
     this.el.dataset.state = "streaming";
     this.runEl.textContent = label ?? (runs > 1 ? `run ${run + 1} of ${runs}` : "");
+    if (source) this.label(SOURCES[source].badge, source);
+  }
+
+  /**
+   * The race's own numbers for this lane, as its summary gives them, in place of the shown run's:
+   * `{tok_s, ttft_ms, acceptance}` (those known), with `basis` saying what they are ("" for the run shown).
+   */
+  summarize(headline, basis) {
+    this.headline = headline;
+    this.label(basis, basis ? "median" : null);
+    schedule(this);
   }
 
   addThinking(text, rounds) {
@@ -139,8 +172,8 @@ export class RaceLane {
   }
 
   renderNumbers() {
-    const stats = this.stats;
-    const early = !stats || stats.tokens == null || stats.tokens < MEASURE_TOKENS;
+    const stats = this.headline ? { ...this.stats, ...this.headline } : this.stats;
+    const early = !this.headline && (!stats || stats.tokens == null || stats.tokens < MEASURE_TOKENS);
     if (stats && stats.tok_s != null && !early) this.rateValue.textContent = formatRate(stats.tok_s);
     else this.rateValue.textContent = stats && this.live ? "measuring…" : "–";
     this.rateEl.dataset.measuring = String(early && Boolean(stats) && this.live);

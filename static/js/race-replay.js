@@ -1,5 +1,7 @@
-// Replays a race: both lanes at once, each delta shown at its recorded arrival time (`t_ms`), so the
-// faster lane visibly pulls ahead. Lanes render through the usual per-frame flush.
+// Plays recorded lane runs back, each delta at its recorded arrival time (`t_ms`), so the faster lane
+// visibly pulls ahead. After a race, a replay plays both lanes at once on its own clock; during a race, the
+// lane that ran first in a pair plays beside the live one on that one's clock (see race.js). Lanes render
+// through the usual per-frame flush.
 
 /**
  * A recorded lane run: `events` ({t, kind, text, rounds, spans}) and live `stats` ({t, stats}) in
@@ -8,24 +10,70 @@
  *            end: number}} RecordedRun
  */
 
+/** One recorded run played into a lane, as far as a clock has got. */
+export class Recording {
+  /**
+   * @param {import("@app/race-lane.js").RaceLane} lane
+   * @param {RecordedRun} run
+   * @param {string} label what the lane's header says the run is
+   * @param {string|null} source `"recording"` when it plays beside a live lane (see RaceLane.begin)
+   */
+  constructor(lane, run, label, source = null) {
+    this.lane = lane;
+    this.run = run;
+    this.label = label;
+    this.source = source;
+    this.next = 0;
+    this.nextStats = 0;
+    this.done = false;
+  }
+
+  /** The lane starts over, empty, for this run. */
+  begin() {
+    this.lane.begin(this.run.run, 0, this.label, this.source);
+  }
+
+  /** Show what arrived up to `elapsed` ms into the run; true once all of it is shown and the lane ended. */
+  advance(elapsed) {
+    if (this.done) return true;
+    const { lane, run } = this;
+    while (this.next < run.events.length && run.events[this.next].t <= elapsed) {
+      const event = run.events[this.next++];
+      if (event.kind === "thinking") lane.addThinking(event.text, event.rounds);
+      else lane.addAnswer(event.text, event.rounds, event.spans);
+    }
+    while (this.nextStats < run.stats.length && run.stats[this.nextStats].t <= elapsed) {
+      lane.setStats(run.stats[this.nextStats++].stats, true);
+    }
+    if (this.next < run.events.length) {
+      lane.setClock(elapsed);
+      return false;
+    }
+    this.done = true;
+    lane.end(run.final?.stats, run.final?.finish ?? "stop", run.end);
+    return true;
+  }
+
+  /** Show the whole run at once, ended. */
+  complete() {
+    return this.advance(Infinity);
+  }
+}
+
 export class RaceReplay {
   /**
-   * @param {{lane: import("@app/race-lane.js").RaceLane, run: RecordedRun, label: string}[]} tracks
+   * @param {Recording[]} tracks
    * @param {(completed: boolean) => void} onEnd
    */
   constructor(tracks, onEnd) {
-    this.tracks = tracks.map((track) => ({ ...track, next: 0, nextStats: 0, done: false }));
+    this.tracks = tracks;
     this.onEnd = onEnd;
     this.frame = 0;
     this.tick = this.tick.bind(this);
   }
 
-  get playing() {
-    return this.frame !== 0;
-  }
-
   start() {
-    for (const track of this.tracks) track.lane.begin(track.run.run, 0, track.label);
+    for (const track of this.tracks) track.begin();
     this.startedAt = performance.now();
     this.frame = requestAnimationFrame(this.tick);
   }
@@ -34,23 +82,7 @@ export class RaceReplay {
     const elapsed = Math.max(0, now - this.startedAt);
     let running = false;
     for (const track of this.tracks) {
-      if (track.done) continue;
-      const { lane, run } = track;
-      while (track.next < run.events.length && run.events[track.next].t <= elapsed) {
-        const event = run.events[track.next++];
-        if (event.kind === "thinking") lane.addThinking(event.text, event.rounds);
-        else lane.addAnswer(event.text, event.rounds, event.spans);
-      }
-      while (track.nextStats < run.stats.length && run.stats[track.nextStats].t <= elapsed) {
-        lane.setStats(run.stats[track.nextStats++].stats, true);
-      }
-      if (track.next >= run.events.length) {
-        track.done = true;
-        lane.end(run.final?.stats, run.final?.finish ?? "stop", run.end);
-      } else {
-        lane.setClock(elapsed);
-        running = true;
-      }
+      if (!track.advance(elapsed)) running = true;
     }
     if (running) {
       this.frame = requestAnimationFrame(this.tick);

@@ -1,14 +1,17 @@
 // A race: one prompt run with the drafter off and on, lane after lane (runs interleaved), shown side by
-// side; then the summary, a replay of both lanes at their recorded pace, and the receipt.
+// side: each pair's second lane streams live beside a recording of its first, played at the pace it arrived,
+// so both grow together. Then the summary, a replay of both lanes' median runs, and the receipt.
 
 import { schedule } from "@app/render.js";
 import { RaceLane } from "@app/race-lane.js";
-import { RaceReplay } from "@app/race-replay.js";
+import { RaceReplay, Recording } from "@app/race-replay.js";
 import { renderRaceSummary } from "@app/race-summary.js";
 import { canvasToPng, cardFacts, downloadBlob, drawReceiptCard, fetchReceipt, receiptUrl } from "@app/receipt.js";
 
 const LANES = ["off", "on"];
 const LANE_NAMES = { off: "drafter off", on: "drafter on" };
+const OTHER = { off: "on", on: "off" };
+const COMPLETE = new Set(["stop", "length"]);
 
 function element(tag, className, text) {
   const el = document.createElement(tag);
@@ -23,6 +26,10 @@ function button(label, name, onClick) {
   if (name) el.setAttribute("aria-label", name);
   el.addEventListener("click", onClick);
   return el;
+}
+
+function runLabel(run, runs) {
+  return runs > 1 ? `run ${run + 1} of ${runs}` : "";
 }
 
 /** The run of `runs` whose decode rate is the median (the lower middle one for an even count). */
@@ -68,7 +75,9 @@ export class RaceView {
     this.el.append(head, lanes, this.summaryEl, this.notesEl, this.actionsEl);
 
     this.record = { off: [], on: [] }; // per lane, per run: a RecordedRun (see race-replay.js)
+    this.shown = { off: null, on: null }; // the recorded run each lane shows, if any
     this.currentLane = null;
+    this.recording = null; // the pair's first run, played beside the live lane
     this.result = null;
     this.replay = null;
     this.notes = [];
@@ -127,15 +136,56 @@ export class RaceView {
     const lane = this.lanes[frame.lane];
     if (!lane || !this.active) return;
     if (this.el.dataset.state === "waiting") this.el.dataset.state = "racing";
-    const run = { run: frame.run ?? 0, events: [], stats: [], final: null, end: 0, startedAt: performance.now() };
+    const run = { run: frame.run ?? 0, events: [], stats: [], final: null, end: 0, startedAt: performance.now(),
+                  heard: null, clock: 0 };
     this.record[frame.lane] = this.record[frame.lane].filter((r) => r.run !== run.run).concat(run);
     this.currentLane = { name: frame.lane, run };
-    lane.begin(run.run, this.runs);
+    const beside = this.pairUp(frame.lane, run.run);
+    lane.begin(run.run, this.runs, undefined, "live");
+    this.shown[frame.lane] = run;
     if (this.el.dataset.state !== "stopping") {
       const pair = this.runs > 1 ? `Run ${run.run + 1} of ${this.runs}: ` : "";
-      this.setStatus(`${pair}${LANE_NAMES[frame.lane]}…`);
+      const against = beside ? `, live beside ${LANE_NAMES[OTHER[frame.lane]]}'s recording` : "";
+      this.setStatus(`${pair}${LANE_NAMES[frame.lane]}${against}…`);
     }
     this.tickClock();
+  }
+
+  /**
+   * The other lane as a lane's run starts: the recording of the same pair's run when that ran first (it
+   * plays from its start, beside this one), else empty while it waits; true for a recording.
+   */
+  pairUp(name, index) {
+    this.endRecording();
+    const other = OTHER[name];
+    const first = this.record[other].find((r) => r.run === index && r.final);
+    if (first) {
+      this.recording = new Recording(this.lanes[other], first, runLabel(index, this.runs), "recording");
+      this.recording.begin();
+      this.shown[other] = first;
+    } else if (this.shown[other]) {
+      this.lanes[other].clear();
+      this.lanes[other].idle("waits for its turn");
+      this.shown[other] = null;
+    }
+    return Boolean(first);
+  }
+
+  /** The recording beside the live lane shows the rest of its run at once, ended. */
+  endRecording() {
+    this.recording?.complete();
+    this.recording = null;
+  }
+
+  /**
+   * How far into the live run it is on the server's clock, never going back: its latest delta's `t_ms`
+   * and the time since, so frames sent again in a burst (after a reload) move the recording on at once.
+   */
+  elapsed(run) {
+    const now = performance.now();
+    const heard = run.heard ? run.heard.t + (now - run.heard.at) : 0;
+    run.clock = Math.max(run.clock, now - run.startedAt, heard);
+    return run.clock;
   }
 
   /** A `thinking` or `answer` delta of a lane. */
@@ -146,6 +196,7 @@ export class RaceView {
     const event = { t, kind, text: frame.text ?? "", rounds: frame.rounds, spans: frame.draft_spans };
     run.events.push(event);
     run.end = Math.max(run.end, t);
+    if (typeof frame.t_ms === "number") run.heard = { t, at: performance.now() };
     if (this.replay) return; // the replay owns the lanes; the recording still grows
     const lane = this.lanes[frame.lane];
     if (kind === "thinking") lane.addThinking(event.text, event.rounds);
@@ -164,8 +215,11 @@ export class RaceView {
     const run = this.runOf(frame);
     if (!run || run.final) return;
     run.final = { stats: frame.stats ?? null, finish: frame.finish_reason };
-    if (this.currentLane?.run === run) this.currentLane = null;
     if (!this.replay) this.lanes[frame.lane].end(frame.stats, frame.finish_reason, run.end);
+    if (this.currentLane?.run === run) {
+      this.currentLane = null;
+      this.endRecording();
+    }
   }
 
   /** Keep the running lane's clock moving, one update per frame. */
@@ -178,7 +232,11 @@ export class RaceView {
         this.ticking = false;
         return;
       }
-      if (!this.replay) this.lanes[current.name].setClock(performance.now() - current.run.startedAt);
+      if (!this.replay) {
+        const elapsed = this.elapsed(current.run);
+        this.lanes[current.name].setClock(elapsed);
+        this.recording?.advance(elapsed);
+      }
       requestAnimationFrame(tick);
     };
     requestAnimationFrame(tick);
@@ -189,13 +247,17 @@ export class RaceView {
     if (!this.active) return;
     this.result = frame;
     this.currentLane = null;
+    this.endRecording();
     const reason = frame.finish_reason ?? "stop";
     this.el.dataset.state = "done";
     this.el.dataset.finish = reason;
     for (const name of LANES) {
       const lane = this.lanes[name];
+      const last = this.record[name].findLast((run) => run.final);
       if (lane.el.dataset.state === "streaming") lane.end(lane.stats, reason, null);
+      else if (!this.shown[name] && last) this.show(name, last);
       else if (!this.record[name].length) lane.idle(reason === "cancelled" ? "did not run" : "no run");
+      this.summarizeLane(name);
     }
     if (reason === "error") {
       this.addNote("error", `Error: ${frame.error?.message ?? "The race failed."}`);
@@ -207,6 +269,31 @@ export class RaceView {
     this.setStatus(reason === "cancelled" ? "Stopped" : `Done · ${pairs} ${pairs === 1 ? "run" : "runs"} each way`);
     this.renderActions();
     this.onFinished?.(frame);
+  }
+
+  /** A lane shows a recorded run whole, e.g. one emptied while the other lane began the next pair. */
+  show(name, run) {
+    const whole = new Recording(this.lanes[name], run, runLabel(run.run, this.runs));
+    whole.begin();
+    whole.complete();
+    this.shown[name] = run;
+  }
+
+  /**
+   * Once the race is over a lane's big numbers are the summary's, over its complete runs (tok/s and TTFT
+   * their median, acceptance over all of them), labelled unless they are the shown run's own.
+   */
+  summarizeLane(name) {
+    const numbers = this.result?.[name];
+    const complete = this.record[name].filter((run) => run.final && COMPLETE.has(run.final.finish));
+    if (!numbers?.tok_s || !complete.length) return;
+    const headline = { tok_s: numbers.tok_s.median };
+    if (numbers.ttft_ms) headline.ttft_ms = numbers.ttft_ms.median;
+    if (numbers.acceptance != null) headline.acceptance = numbers.acceptance;
+    let basis = "";
+    if (complete.length > 1) basis = `median of ${complete.length} runs`;
+    else if (complete[0] !== this.shown[name]) basis = `from run ${complete[0].run + 1}`;
+    this.lanes[name].summarize(headline, basis);
   }
 
   /** An `error` frame for this race; before any lane started it means the race was refused. */
@@ -225,6 +312,7 @@ export class RaceView {
   interrupt() {
     this.el.dataset.state = "interrupted";
     this.currentLane = null;
+    this.endRecording();
     this.addNote("interrupted", "Interrupted: the connection dropped before the race finished.");
     this.setStatus("Interrupted");
   }
@@ -268,7 +356,7 @@ export class RaceView {
       if (!run) continue;
       const count = this.record[name].length;
       const label = count > 1 ? `replay · run ${run.run + 1}, the median` : "replay";
-      tracks.push({ lane: this.lanes[name], run, label });
+      tracks.push(new Recording(this.lanes[name], run, label));
     }
     return tracks;
   }
@@ -278,8 +366,13 @@ export class RaceView {
       this.replay.cancel();
       return;
     }
-    this.replay = new RaceReplay(this.replayTracks(), (completed) => {
+    const tracks = this.replayTracks();
+    this.replay = new RaceReplay(tracks, (completed) => {
       this.replay = null;
+      for (const track of tracks) {
+        this.shown[track.lane.lane] = track.run;
+        this.summarizeLane(track.lane.lane);
+      }
       this.el.dataset.replaying = "false";
       this.replayButton.textContent = "Replay";
       this.replayButton.setAttribute("aria-label", "Replay race");
@@ -332,6 +425,7 @@ export class RaceView {
 
   dispose() {
     this.replay?.cancel();
+    this.recording = null;
     this.currentLane = null;
     for (const name of LANES) this.lanes[name].dispose();
   }

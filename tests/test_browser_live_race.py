@@ -1,0 +1,181 @@
+"""In Chromium on the fake engine: a live race. While a pair's second lane streams, its first lane is played
+beside it from its start at its recorded arrival times, labelled as a recording, so both lanes grow together;
+once the race ends each lane's big numbers are the summary's, labelled."""
+
+import os
+import re
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import pytest
+
+from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser_race import race, tab, wait_race_done  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+# Thirty short paragraphs, a word per token: every few tokens add a line to the lane, so its box grows.
+LONG_ANSWER = "\n\n".join(f"Step {i} is done." for i in range(1, 31))
+LIVE_LAG_MS = 300  # a live lane shows what arrived this long ago (the socket to the screen, on a busy machine)
+
+# Before the page's own scripts: note every lane delta as it arrives, and sample both lanes every frame.
+SAMPLER = """
+(() => {
+  window.received = [];
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener("message", (event) => {
+        const frame = JSON.parse(event.data);
+        if (frame.type === "answer" && frame.lane) {
+          window.received.push({ at: performance.now(), lane: frame.lane, run: frame.run, text: frame.text });
+        }
+      });
+    }
+  };
+  window.samples = [];
+  const lane = (el) => {
+    const parts = [...el.querySelectorAll(".lane-thinking, .lane-answer")];
+    return {
+      source: el.dataset.source, state: el.dataset.state, name: el.getAttribute("aria-label"),
+      run: el.querySelector(".lane-run").textContent, badge: el.querySelector(".lane-basis").textContent,
+      height: parts.reduce((sum, part) => sum + part.getBoundingClientRect().height, 0),
+      text: el.querySelector(".lane-answer").textContent,
+    };
+  };
+  const sample = () => {
+    const race = document.querySelector(".msg.race");
+    if (race && ["racing", "stopping"].includes(race.dataset.state)) {
+      const lanes = Object.fromEntries(
+        [...race.querySelectorAll(".race-lane")].map((el) => [el.dataset.lane, lane(el)]));
+      window.samples.push({ t: performance.now(), ...lanes }); // a frame's own time can precede its messages
+    }
+    requestAnimationFrame(sample);
+  };
+  requestAnimationFrame(sample);
+})();
+"""
+
+
+def squeeze(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def screenshot(page, label: str) -> None:
+    """With SPECCHAT_SCREENSHOT=/tmp/chat.png, save /tmp/chat-<label>.png to look at."""
+    if os.environ.get("SPECCHAT_SCREENSHOT"):
+        path = Path(os.environ["SPECCHAT_SCREENSHOT"])
+        page.screenshot(path=str(path.with_name(f"{path.stem}-{label}.png")))
+
+
+def slow_long_race(tab) -> None:  # noqa: F811
+    engine = tab.server.engine
+    engine.delay_s = 0.06
+    engine.answer = LONG_ANSWER
+    tab.server.host.update_settings({"reasoning_budget": 0})
+    tab.page.add_init_script(SAMPLER)
+    tab.open()
+
+
+def spread_over(samples: list[dict], count: int) -> list[dict]:
+    """`count` samples evenly spaced in time from the first to the last."""
+    t0, t1 = samples[0]["t"], samples[-1]["t"]
+    return [min(samples, key=lambda s: abs(s["t"] - (t0 + k * (t1 - t0) / (count - 1)))) for k in range(count)]
+
+
+def test_each_pairs_second_lane_streams_live_beside_a_recording_of_its_first(tab):  # noqa: F811
+    slow_long_race(tab)
+    view = race(tab, "Count the steps", 2)
+    tab.page.wait_for_selector('.msg.race .race-lane[data-lane=off][data-source=recording]', timeout=30_000)
+    tab.page.wait_for_timeout(400)
+    screenshot(tab.page, "live-race")
+    done = wait_race_done(tab)
+    assert done["finish_reason"] == "stop" and done["runs"] == 2
+    samples = tab.page.evaluate("window.samples")
+    received = tab.page.evaluate("window.received")
+
+    # The server runs off, on, then on, off: each pair's second lane is live, its first the recording.
+    for index, (live, recorded) in enumerate((("on", "off"), ("off", "on"))):
+        label = f"run {index + 1} of 2"
+        pair = [s for s in samples if s[live]["source"] == "live" and s[live]["run"] == label]
+        assert pair, f"no live {live} lane in {label}"
+        assert all(s[recorded]["source"] == "recording" and s[recorded]["run"] == label for s in pair)
+        assert pair[0][recorded]["name"] == f"Drafter {recorded}, a recording of its run, played at its recorded pace"
+        assert pair[0][recorded]["badge"] == "recording" and pair[0][live]["badge"] == "live"
+        assert pair[0][live]["name"] == f"Drafter {live}, live"
+
+        # Both lanes grow side by side while both still stream: every box taller than at the sample before.
+        both = [s for s in pair if s[live]["state"] == "streaming" and s[recorded]["state"] == "streaming"]
+        assert both[-1]["t"] - both[0]["t"] > 800, "the lanes streamed together too briefly to watch"
+        picks = spread_over(both, 5)
+        for lane in (live, recorded):
+            heights = [s[lane]["height"] for s in picks]
+            assert all(b > a for a, b in zip(heights, heights[1:])), (lane, heights)
+
+        # The live lane shows what the socket brought, as it came; the recording, all of it here before the
+        # live lane started, is shown only as far as its recorded times have come.
+        whole = squeeze("".join(f["text"] for f in received if f["lane"] == recorded and f["run"] == index))
+        for s in both:
+            came = [f for f in received if f["lane"] == live and f["run"] == index]
+            now = squeeze("".join(f["text"] for f in came if f["at"] <= s["t"]))
+            before = squeeze("".join(f["text"] for f in came if f["at"] <= s["t"] - LIVE_LAG_MS))
+            shown = squeeze(s[live]["text"])
+            assert now.startswith(shown) and len(shown) >= len(before)
+            assert whole.startswith(squeeze(s[recorded]["text"])) and len(squeeze(s[recorded]["text"])) < len(whole)
+
+    # The second pair's recording (the drafter on, faster) ends before its live lane and shows complete.
+    second = [s for s in samples if s["off"]["source"] == "live" and s["off"]["run"] == "run 2 of 2"]
+    ended = [s for s in second if s["on"]["state"] == "done" and s["off"]["state"] == "streaming"]
+    assert ended and squeeze(ended[-1]["on"]["text"]) == squeeze(LONG_ANSWER)
+
+    # Once it is over, each lane's big numbers are the summary's medians, and say so.
+    screenshot(tab.page, "live-race-done")
+    table = view.locator("tr[data-row=tok_s] td")
+    for column, lane in enumerate(("off", "on")):
+        box = view.locator(f".race-lane[data-lane={lane}]")
+        rate = box.locator(".lane-rate-value").inner_text()
+        assert rate == f"{done[lane]['tok_s']['median']:.1f}"
+        assert table.nth(column).inner_text().startswith(rate)
+        assert box.locator(".lane-basis").inner_text().lower() == "median of 2 runs"
+        assert box.get_attribute("data-source") == "" and box.get_attribute("aria-label") == f"Drafter {lane}"
+        assert box.get_attribute("data-state") == "done"
+        assert squeeze(box.locator(".lane-answer").inner_text()) == squeeze(LONG_ANSWER)
+    on_numbers = view.locator(".race-lane[data-lane=on] .lane-numbers").inner_text()
+    percent = Decimal(repr(done["on"]["acceptance"] * 100)).quantize(Decimal("1"), ROUND_HALF_UP)
+    assert f"{percent}% accepted" in on_numbers
+
+
+def test_stop_shows_the_recording_whole_and_a_new_race_starts_clean(tab):  # noqa: F811
+    slow_long_race(tab)
+    race(tab, "Count the steps", 1)
+    page = tab.page
+    page.wait_for_function("() => document.querySelector('.race-lane[data-lane=on][data-source=live] .lane-answer')"
+                           "?.textContent.length > 20", timeout=30_000)
+    page.click("#stop")
+    done = wait_race_done(tab)
+    assert done["finish_reason"] == "cancelled"
+    old = page.locator(".msg.race").first
+    off = old.locator(".race-lane[data-lane=off]")
+    # Stopped while the drafter-on lane ran: the drafter-off run had finished, so it shows whole, ended.
+    assert off.get_attribute("data-state") == "done"
+    assert squeeze(off.locator(".lane-answer").inner_text()) == squeeze(LONG_ANSWER)
+    assert "done in" in off.locator(".lane-clock").inner_text()
+    assert old.locator(".race-lane[data-lane=on]").get_attribute("data-state") == "cancelled"
+    # One run is what the summary's numbers are, so they carry no label.
+    assert off.locator(".lane-rate-value").inner_text() == f"{done['off']['tok_s']['median']:.1f}"
+    assert off.locator(".lane-basis").inner_text() == ""
+    shown = {lane: old.locator(f".race-lane[data-lane={lane}] .lane-answer").inner_text() for lane in ("off", "on")}
+
+    page.wait_for_selector("#send:visible")
+    race(tab, "Count the steps", 1)
+    new = page.locator(".msg.race").last
+    new.locator(".race-lane[data-lane=off][data-source=live]").wait_for()
+    assert new.locator(".race-lane[data-lane=on]").get_attribute("data-state") == "waiting"
+    assert new.locator(".race-lane[data-lane=on] .lane-answer").inner_text() == ""
+    page.wait_for_timeout(500)
+    # Nothing the stopped race played goes on in its lanes.
+    for lane in ("off", "on"):
+        assert old.locator(f".race-lane[data-lane={lane}] .lane-answer").inner_text() == shown[lane]
+    page.click("#stop")
+    wait_race_done(tab, 2)
