@@ -21,6 +21,35 @@ def tiny_model(tmp_path_factory) -> Path:
     return build_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3_5")
 
 
+HF_BASE = "tinyorg/Tiny-Qwen3.5"  # the hub id the hf_base fixture's checkpoint is cached under
+
+
+@pytest.fixture(scope="session")
+def hf_base(tmp_path_factory) -> tuple[Path, Path]:
+    """(folder, hub cache): a float Qwen 3.5 checkpoint (bfloat16) in Hugging Face layout, with its MTP head
+    in its own indexed shard, and a hub cache holding it as HF_BASE."""
+    from demo_model.hf_layout import add_to_hub_cache, build_hf_checkpoint
+
+    root = tmp_path_factory.mktemp("hf")
+    hf = build_hf_checkpoint(root / "Tiny-Qwen3.5")
+    add_to_hub_cache(hf, root / "hub", HF_BASE)
+    return hf, root / "hub"
+
+
+@pytest.fixture(scope="session")
+def converted(hf_base, tmp_path_factory) -> tuple[Path, Path]:
+    """(headless, split): ``mlx_vlm.convert -q --q-bits 4 --q-group-size 64`` of HF_BASE by its hub id,
+    without --mtp (its card names HF_BASE as base_model, as a hub conversion's does), and of the folder with
+    --mtp (the head written beside it, as Tiny-4bit-split-mtp)."""
+    from demo_model.hf_layout import convert
+
+    hf, cache = hf_base
+    root = tmp_path_factory.mktemp("converted")
+    headless = convert(HF_BASE, root / "Tiny-4bit", bits=4, group_size=64, hub_cache=cache)
+    split = convert(hf, root / "Tiny-4bit-split", bits=4, group_size=64, mtp=True)
+    return headless, split
+
+
 class LiveServer(Addresses):
     """The app on a loopback port in this process, stopped at teardown."""
 

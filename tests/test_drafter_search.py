@@ -11,31 +11,8 @@ import pytest
 
 from demo_model.hf_layout import add_to_hub_cache, build_hf_checkpoint, convert, mtp_shards
 from engines.mlx.drafter_search import DrafterSearch, NoDrafter, find_drafter
-from tests.conftest import ROOT
+from tests.conftest import HF_BASE, ROOT
 from tests.fake_hub import FakeHub
-
-BASE = "tinyorg/Tiny-Qwen3.5"
-
-
-@pytest.fixture(scope="module")
-def hf_base(tmp_path_factory):
-    """The original float checkpoint (bfloat16, Hugging Face layout) and a hub cache holding it as BASE."""
-    root = tmp_path_factory.mktemp("hf")
-    hf = build_hf_checkpoint(root / "Tiny-Qwen3.5")
-    cache = root / "hub"
-    add_to_hub_cache(hf, cache, BASE)
-    return hf, cache
-
-
-@pytest.fixture(scope="module")
-def converted(hf_base, tmp_path_factory):
-    """4-bit g64 conversions: of BASE by its hub id without --mtp (its card names BASE, as a hub
-    conversion's does), and of the folder with --mtp (the head written beside, as Tiny-4bit-split-mtp)."""
-    hf, cache = hf_base
-    root = tmp_path_factory.mktemp("converted")
-    headless = convert(BASE, root / "Tiny-4bit", bits=4, group_size=64, hub_cache=cache)
-    split = convert(hf, root / "Tiny-4bit-split", bits=4, group_size=64, mtp=True)
-    return headless, split
 
 
 def tensors(folder):
@@ -72,7 +49,7 @@ def test_a_conversion_beside_its_mtp_folder_gets_that_drafter(converted, tmp_pat
     loaded = load_model(str(split))
     load_drafter(loaded, None, DrafterSearch(data_dir=tmp_path / "data"))
     assert loaded.drafter_kind == "mtp"
-    assert loaded.drafter_name == "Tiny-4bit-split-mtp, beside the model (mtp)"
+    assert loaded.drafter_name == f"{split}-mtp (mtp)"
     assert loaded.drafter_note is None
     assert not (tmp_path / "data").exists()  # nothing built
     assert drafts(split, split.parent / "Tiny-4bit-split-mtp")
@@ -102,10 +79,10 @@ def test_the_original_in_the_hub_cache_gives_a_drafter_offline_quantized_like_th
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     found = find_drafter(headless, DrafterSearch(data_dir=tmp_path / "data"))
     assert found.path == tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
-    assert found.how == f"built from {BASE} from the hub cache"
+    assert found.how == f"built from {HF_BASE} from the hub cache"
     config = json.loads((found.path / "config.json").read_text())
     assert config["quantization"] == {"group_size": 64, "bits": 4, "mode": "affine"}
-    assert config["model_type"] == "qwen3_5_mtp" and config["base_model"] == BASE
+    assert config["model_type"] == "qwen3_5_mtp" and config["base_model"] == HF_BASE
     # Quantized as `convert --mtp` quantizes the head for a 4-bit body: the same tensors, bit for bit.
     built, reference = tensors(found.path), tensors(split.parent / "Tiny-4bit-split-mtp")
     assert sorted(built) == sorted(reference)
@@ -145,7 +122,7 @@ def test_nothing_found_says_how_to_get_a_drafter(converted, hf_base, tmp_path, m
         info = engine.info()
         assert info.state == "ready" and info.drafter is None
         assert info.drafter_note.startswith("This conversion dropped its MTP head")
-        assert f"Its base model {BASE} is not in the hub cache" in info.drafter_note
+        assert f"Its base model {HF_BASE} is not in the hub cache" in info.drafter_note
         assert f"`specchat drafter --for {headless} --allow-downloads`" in info.drafter_note
         assert f"--drafter {headless}-mtp" in info.drafter_note
         assert info.to_dict()["drafter_note"] == info.drafter_note
@@ -174,7 +151,7 @@ def test_specchat_drafter_fetches_only_the_mtp_shard(converted, hf_base, tmp_pat
     headless, _ = converted
     hf, _ = hf_base
     empty = {"HF_HUB_CACHE": str(tmp_path / "hub")}
-    with FakeHub({BASE: hf}) as hub:
+    with FakeHub({HF_BASE: hf}) as hub:
         env = empty | {"HF_ENDPOINT": hub.url}
         refused = run_drafter_command("--for", str(headless), "--data-dir", str(tmp_path / "data"), env=env)
         assert refused.returncode == 1, refused.stderr
@@ -183,12 +160,12 @@ def test_specchat_drafter_fetches_only_the_mtp_shard(converted, hf_base, tmp_pat
                                    "--allow-downloads", env=env)
     assert done.returncode == 0, done.stderr
     shard = mtp_shards(hf)
-    assert hub.files(BASE) == {"config.json", "model.safetensors.index.json", *shard}
+    assert hub.files(HF_BASE) == {"config.json", "model.safetensors.index.json", *shard}
     body_shards = {p.name for p in hf.glob("*.safetensors")} - set(shard)
-    assert body_shards and not body_shards & hub.files(BASE)
+    assert body_shards and not body_shards & hub.files(HF_BASE)
     folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
     assert done.stdout.splitlines() == [
-        f"specchat drafter: {folder} (built from {BASE} with only its MTP shard downloaded)",
+        f"specchat drafter: {folder} (built from {HF_BASE} with only its MTP shard downloaded)",
         f"Use it: specchat --model {headless} --drafter {folder} (specchat also finds it by itself, with this "
         "data folder)",
     ]
@@ -201,11 +178,11 @@ def test_specchat_drafter_from_a_named_base_in_the_hub_cache(converted, hf_base,
     model = tmp_path / "models" / "Renamed-4bit"
     shutil.copytree(split, model)
     env = {"HF_HUB_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    done = run_drafter_command("--for", str(model), "--from", BASE, "--data-dir", str(tmp_path / "data"), env=env)
+    done = run_drafter_command("--for", str(model), "--from", HF_BASE, "--data-dir", str(tmp_path / "data"), env=env)
     assert done.returncode == 0, done.stderr
     folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
     assert done.stdout.splitlines()[-1] == (
-        f"Use it: specchat --model {model} --drafter {folder} (--drafter-from {BASE} in place of --drafter "
+        f"Use it: specchat --model {model} --drafter {folder} (--drafter-from {HF_BASE} in place of --drafter "
         "finds it too)")
     bad = run_drafter_command("--for", str(model), "--from", "not a hub id", env=env)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "ORG/NAME" in bad.stderr
@@ -219,6 +196,7 @@ def test_the_server_drafts_with_a_head_it_builds_from_the_hub_cache(converted, h
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     server = start_server("--model", str(headless), data_dir=tmp_path / "data")
     engine = server.wait_ready()
-    assert engine["drafter"] == f"built from {BASE} from the hub cache (mtp)"
-    assert engine["drafter_note"] is None
-    assert (tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64" / "config.json").is_file()
+    folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
+    assert engine["drafter"] == f"{folder} (mtp)" and engine["drafter_note"] is None
+    assert (folder / "config.json").is_file()
+    assert any(f"built from {HF_BASE} from the hub cache" in line for line in server.lines)

@@ -145,7 +145,7 @@ def load_drafter(loaded: LoadedModel, spec: str | None, search: DrafterSearch | 
             found = search_head(loaded, search or DrafterSearch())
             if found is None:
                 return
-            source, name = found.path, found.how
+            source, name = found.path, str(found.path)
     else:
         source, name = resolve(spec), spec
     with normalised(source) as folder:

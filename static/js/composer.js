@@ -30,6 +30,9 @@ export class Composer {
     };
     this.blocked = null;
     this.streaming = false;
+    this.noDrafter = null;
+    this.raceTitle = race.title;
+    this.sweepTitle = sweep.title;
 
     form.addEventListener("submit", (event) => {
       event.preventDefault();
@@ -60,12 +63,14 @@ export class Composer {
   }
 
   /**
-   * @param {{streaming: boolean, blocked: string|null}} state `blocked` says why nothing can be
-   * sent right now (disconnected, model loading); null when sending is possible.
+   * @param {{streaming: boolean, blocked: string|null, noDrafter?: string|null}} state `blocked` says why
+   * nothing can be sent right now (disconnected, model loading); null when sending is possible. `noDrafter`:
+   * why there is no drafter to race or sweep with (the engine's `drafter_note`), or null.
    */
-  set({ streaming, blocked }) {
+  set({ streaming, blocked, noDrafter = null }) {
     this.streaming = streaming;
     this.blocked = blocked;
+    this.noDrafter = noDrafter;
     this.render();
   }
 
@@ -79,6 +84,7 @@ export class Composer {
   submit(kind = "send") {
     const text = this.prompt.value;
     if (this.streaming || this.blocked || text.trim() === "") return;
+    if (kind !== "send" && this.noDrafter) return;
     if (this.actions[kind](text)) {
       this.prompt.value = "";
       this.autosize();
@@ -106,8 +112,12 @@ export class Composer {
     }
     this.sendButton.disabled = this.streaming || Boolean(this.blocked) || this.prompt.value.trim() === "";
     this.raceButton.hidden = this.streaming;
-    this.raceButton.disabled = this.sendButton.disabled;
-    this.sweepButton.disabled = this.sendButton.disabled;
+    this.raceButton.disabled = this.sendButton.disabled || Boolean(this.noDrafter);
+    this.sweepButton.disabled = this.raceButton.disabled;
+    this.raceButton.title = this.noDrafter ? `No drafter to race: ${this.noDrafter}` : this.raceTitle;
+    this.sweepButton.title = this.noDrafter ? `No drafter to draft with: ${this.noDrafter}` : this.sweepTitle;
+    if (this.noDrafter) this.raceButton.setAttribute("aria-description", this.raceButton.title);
+    else this.raceButton.removeAttribute("aria-description");
     this.hint.textContent = this.blocked ?? (this.streaming ? "Escape stops the reply" : HINT);
     this.hint.dataset.blocked = String(Boolean(this.blocked));
   }

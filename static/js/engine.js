@@ -27,7 +27,9 @@ export class EnginePanel {
     if (engine.progress == null) this.progress.removeAttribute("value");
     else this.progress.value = engine.progress;
     const percent = busy && engine.progress != null ? ` ${Math.round(engine.progress * 100)}%` : "";
-    this.message.textContent = engine.state === "ready" ? "" : `${engine.message ?? ""}${percent}`.trim();
+    // Ready without a drafter it could have had: what the presenter can do about it.
+    this.message.textContent = engine.state === "ready" ? engine.drafter_note ?? ""
+      : `${engine.message ?? ""}${percent}`.trim();
   }
 
   /** Before `hello` and while reconnecting the engine's state is unknown. */

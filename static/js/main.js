@@ -345,13 +345,17 @@ function blockedReason() {
 /** Enable what can be done now, and say why sending cannot when it cannot. */
 function refresh() {
   const blocked = blockedReason();
-  composer.set({ streaming: current !== null, blocked });
+  const noDrafter = engineInfo?.drafter_note ?? null;
+  composer.set({ streaming: current !== null, blocked, noDrafter });
+  settings.setDrafterNote(noDrafter);
   examples.setEnabled(current === null && !blocked);
   if (locked() !== wasLocked) {
     wasLocked = locked();
     conversation.update(tree, wasLocked);
   }
-  for (const button of document.querySelectorAll(".race-again")) button.disabled = current !== null || Boolean(blocked);
+  for (const button of document.querySelectorAll(".race-again")) {
+    button.disabled = current !== null || Boolean(blocked) || Boolean(noDrafter);
+  }
   settings.setEnabled(connected);
   quickBar.setEnabled(connected);
   newChatButton.disabled = !connected;

@@ -83,6 +83,7 @@ export class SettingsPane {
     this.sent = []; // keys of the change awaiting its echo
     this.awaitingEcho = false;
     this.statusTimer = 0;
+    this.drafterNote = null;
     form.addEventListener("submit", (event) => event.preventDefault());
     form.addEventListener("change", (event) => this.commit(event.target));
     // Typing pauses commit too, so a value applies without leaving the field; a half-typed
@@ -94,6 +95,30 @@ export class SettingsPane {
       this.count(input);
       this.debounce(input);
     });
+  }
+
+  /**
+   * The engine's `drafter_note` (why it has no drafter, and how to get one), shown under "Use the drafter";
+   * null hides it.
+   */
+  setDrafterNote(note) {
+    this.drafterNote = note ?? null;
+    this.showDrafterNote();
+  }
+
+  showDrafterNote() {
+    const input = this.input("speculative");
+    if (!input) return;
+    let note = document.getElementById("setting-speculative-note");
+    if (!note) {
+      note = document.createElement("p");
+      note.id = "setting-speculative-note";
+      note.className = "hint drafter-note"; // laid out as the field's hint is
+      input.closest(".field").append(note);
+      input.setAttribute("aria-describedby", `${input.getAttribute("aria-describedby")} ${note.id}`);
+    }
+    note.textContent = this.drafterNote ?? "";
+    note.hidden = !this.drafterNote;
   }
 
   /** Enable or disable editing, e.g. while the socket is down. */
@@ -210,6 +235,7 @@ export class SettingsPane {
     this.form.replaceChildren(fieldset);
     this.held.clear();
     this.fill(values);
+    this.showDrafterNote();
   }
 
   field(key, value) {
