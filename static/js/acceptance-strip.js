@@ -3,6 +3,10 @@
 
 import { formatCount, formatMean } from "@app/format.js";
 import { schedule } from "@app/render.js";
+import { acceptanceLevel } from "@app/stats.js";
+
+// A bar's colour is the level of the share of its round's drafts it kept, as acceptance is coloured elsewhere.
+const COLOURS = { good: ["--ok", "#1a7f37"], fair: ["--warn", "#9a6700"], low: ["--danger", "#c62828"] };
 
 const HEIGHT = 28; // CSS px
 const BAR = 4; // bar width while every round fits, CSS px
@@ -77,23 +81,25 @@ export class AcceptanceStrip {
     ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
     ctx.clearRect(0, 0, width, HEIGHT);
     const style = getComputedStyle(this.el);
-    const full = style.getPropertyValue("--accent").trim() || "#4f46e5";
-    const none = style.getPropertyValue("--faint").trim() || "#8a929c";
+    const colour = (name, fallback) => style.getPropertyValue(name).trim() || fallback;
+    const none = colour("--faint", "#8a929c");
     const n = this.rounds.length;
     // Every round keeps its own bar: once they no longer fit, bars narrow (down to hairlines).
     const step = Math.min(BAR + GAP, width / n);
     const bar = step > 2 ? step - GAP : Math.max(step, 0.5);
     const usable = HEIGHT - 2;
-    ctx.fillStyle = full;
-    ctx.beginPath();
-    for (let i = 0; i < n; i++) {
-      const accepted = this.rounds[i];
-      if (accepted > 0) {
-        const h = Math.max(2, (accepted / this.depth) * usable);
-        ctx.rect(i * step, HEIGHT - h, bar, h);
+    for (const [level, [name, fallback]] of Object.entries(COLOURS)) {
+      ctx.fillStyle = colour(name, fallback);
+      ctx.beginPath();
+      for (let i = 0; i < n; i++) {
+        const accepted = this.rounds[i];
+        if (accepted > 0 && acceptanceLevel(accepted / this.depth) === level) {
+          const h = Math.max(2, (accepted / this.depth) * usable);
+          ctx.rect(i * step, HEIGHT - h, bar, h);
+        }
       }
+      ctx.fill();
     }
-    ctx.fill();
     // A round that kept no draft still happened: a stub on the baseline shows it.
     ctx.fillStyle = none;
     ctx.beginPath();

@@ -1,5 +1,10 @@
 // The engine line in the header: name, model, drafter, state, and loading progress.
 
+/** What names a model or drafter given by path or id: its last part ("…/models/tiny-qwen3_5" → "tiny-qwen3_5"). */
+function folderName(path) {
+  return path.split(/[\\/]+/).filter(Boolean).at(-1) ?? path;
+}
+
 export class EnginePanel {
   constructor(root) {
     this.root = root;
@@ -17,9 +22,10 @@ export class EnginePanel {
     this.root.dataset.state = engine.state;
     this.state.textContent = engine.state;
     this.name.textContent = engine.name ?? "";
-    this.model.textContent = engine.model ?? "";
+    // The folder name fits the header; the whole path is on hover.
+    this.model.textContent = engine.model ? folderName(engine.model) : "";
     this.model.title = engine.model ?? "";
-    this.drafter.textContent = engine.drafter ? `drafter ${engine.drafter}` : "no drafter";
+    this.drafter.textContent = engine.drafter ? `drafter ${folderName(engine.drafter)}` : "no drafter";
     this.drafter.title = engine.drafter ?? "";
     const busy = engine.state === "loading" || engine.state === "starting";
     this.loading.hidden = !busy;

@@ -140,7 +140,9 @@ export class History {
     remove.type = "button";
     remove.setAttribute("aria-label", `Delete “${title}”`);
     remove.addEventListener("click", () => this.remove(item));
-    li.append(link, rename, remove);
+    const actions = el("span", "history-actions");
+    actions.append(rename, remove);
+    li.append(link, actions);
     return li;
   }
 

@@ -3,10 +3,10 @@
 
 import { AcceptanceStrip } from "@app/acceptance-strip.js";
 import { DraftTint } from "@app/drafted-tint.js";
-import { formatCount, formatMs, formatPercent, formatRate, formatSeconds } from "@app/format.js";
+import { formatCount, formatMs, formatRate, formatSeconds } from "@app/format.js";
 import { MarkdownView } from "@app/markdown.js";
 import { schedule } from "@app/render.js";
-import { MEASURE_TOKENS } from "@app/stats.js";
+import { acceptanceValue, MEASURE_TOKENS } from "@app/stats.js";
 
 const STICK_PX = 24;
 const NAMES = { off: "Drafter off", on: "Drafter on" };
@@ -181,9 +181,9 @@ export class RaceLane {
     if (stats?.ttft_ms != null) parts.push(`TTFT ${formatMs(stats.ttft_ms)}`);
     if (stats?.tokens != null) parts.push(`${formatCount(stats.tokens)} ${stats.tokens === 1 ? "token" : "tokens"}`);
     if (stats?.drafted != null) {
-      parts.push(early ? "accepted measuring…" : `${stats.acceptance != null ? formatPercent(stats.acceptance) : "–"} accepted`);
+      parts.push(early ? "accepted measuring…" : [acceptanceValue(stats.acceptance), " accepted"]);
     }
-    this.numbersEl.textContent = parts.join(" · ");
+    this.numbersEl.replaceChildren(...parts.flatMap((part, i) => [i ? " · " : "", part].flat()));
   }
 
   dispose() {

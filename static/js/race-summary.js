@@ -1,7 +1,8 @@
 // A finished race in numbers: the speed-up, each lane's rate and TTFT (median, min-max), acceptance,
 // and whether both lanes wrote the same answer.
 
-import { formatFactor, formatMean, formatPercent, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
+import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
+import { acceptanceByDepth, acceptanceValue } from "@app/stats.js";
 
 function element(tag, className, text) {
   const el = document.createElement(tag);
@@ -49,7 +50,8 @@ export function renderRaceSummary(el, raceDone) {
   const row = (label, key, offText, onText) => {
     const tr = element("tr");
     tr.dataset.row = key;
-    tr.append(element("th", null, label), element("td", null, offText), element("td", null, onText));
+    tr.append(element("th", null, label), element("td", null, offText), element("td"));
+    tr.lastChild.append(onText); // text, or an element (acceptance coloured by its level)
     body.append(tr);
   };
   row("Decode tok/s", "tok_s", formatSpread(off.tok_s, formatRate), formatSpread(on.tok_s, formatRate));
@@ -59,11 +61,10 @@ export function renderRaceSummary(el, raceDone) {
   const acceptance = pooled("acceptance");
   const meanAccepted = pooled("mean_accepted");
   const byDepth = pooled("acceptance_by_depth");
-  if (acceptance != null) row("Drafts accepted", "acceptance", "–", formatPercent(acceptance));
+  if (acceptance != null) row("Drafts accepted", "acceptance", "–", acceptanceValue(acceptance));
   if (meanAccepted != null) row("Accepted per round", "mean_accepted", "–", formatMean(meanAccepted));
   if (Array.isArray(byDepth) && byDepth.length) {
-    const depths = byDepth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
-    row("By draft depth", "by_depth", "–", depths);
+    row("By draft depth", "by_depth", "–", acceptanceByDepth(byDepth));
   }
   table.append(body);
   children.push(table);

@@ -7,17 +7,51 @@ import { formatCount, formatMean, formatMs, formatPercent, formatRate } from "@a
 export const MEASURE_TOKENS = 16;
 const MEASURING = "measuring…";
 
-/** One stat: `parts` alternate label and value text, e.g. ["", "42.1", " tok/s"]. */
+// Where an acceptance rate turns from poor to fair to good: below 40% drafting rarely pays for its rounds,
+// from 70% on it usually does.
+const FAIR = 0.4;
+const GOOD = 0.7;
+
+/** "low", "fair" or "good": the colour of an acceptance rate (0 to 1) wherever one is shown. */
+export function acceptanceLevel(fraction) {
+  return fraction >= GOOD ? "good" : fraction >= FAIR ? "fair" : "low";
+}
+
+/** An acceptance rate as text coloured by its level ("–" when unknown). */
+export function acceptanceValue(fraction, className = "") {
+  const el = document.createElement("span");
+  el.className = `${className} acceptance-value`.trim();
+  el.textContent = fraction == null ? "–" : formatPercent(fraction);
+  if (fraction != null) el.dataset.level = acceptanceLevel(fraction);
+  return el;
+}
+
+/** Acceptance at draft depth 1, 2, …: "92% · 71% · –", each rate coloured by its level. */
+export function acceptanceByDepth(fractions, className = "") {
+  const el = document.createElement("span");
+  if (className) el.className = className;
+  for (const [i, fraction] of fractions.entries()) {
+    if (i) el.append(" · ");
+    el.append(acceptanceValue(fraction));
+  }
+  return el;
+}
+
+/** One stat: `parts` alternate label and value, each text or an element, e.g. ["", "42.1", " tok/s"]. */
 function chip(key, title, ...parts) {
   const el = document.createElement("span");
   el.className = "stat";
   el.dataset.stat = key;
   el.title = title;
-  for (const [i, text] of parts.entries()) {
-    if (!text) continue;
+  for (const [i, content] of parts.entries()) {
+    if (!content) continue;
+    if (content instanceof Node) {
+      el.append(content);
+      continue;
+    }
     const part = document.createElement("span");
     part.className = i % 2 === 0 ? "stat-label" : "stat-value";
-    part.textContent = text;
+    part.textContent = content;
     el.append(part);
   }
   return el;
@@ -56,7 +90,7 @@ export function renderStats(el, stats, live, produced = null) {
         "acceptance",
         `${formatCount(stats.accepted ?? 0)} of ${formatCount(stats.drafted)} drafted tokens accepted`,
         "",
-        stats.acceptance != null ? formatPercent(stats.acceptance) : "–",
+        acceptanceValue(stats.acceptance, "stat-value"),
         " accepted",
       ),
     );
@@ -67,7 +101,7 @@ export function renderStats(el, stats, live, produced = null) {
   }
   // Per-depth acceptance (MTPLX): how often the 1st, 2nd, … drafted token of a round was kept.
   if (!early && Array.isArray(stats.acceptance_by_depth) && stats.acceptance_by_depth.length) {
-    const depths = stats.acceptance_by_depth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ");
+    const depths = acceptanceByDepth(stats.acceptance_by_depth, "stat-value");
     chips.push(chip("acceptance_by_depth", "Acceptance at draft depth 1, 2, …", "by depth ", depths));
   }
   // Which bound held thinking at the reasoning budget (daemon engines): the server's own, or specchat's cut.
