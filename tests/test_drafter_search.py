@@ -200,3 +200,23 @@ def test_the_server_drafts_with_a_head_it_builds_from_the_hub_cache(converted, h
     assert engine["drafter"] == f"{folder} (mtp)" and engine["drafter_note"] is None
     assert (folder / "config.json").is_file()
     assert any(f"built from {HF_BASE} from the hub cache" in line for line in server.lines)
+
+
+def test_the_picker_lists_the_drafter_each_headless_model_would_get(converted, hf_base, tmp_path, monkeypatch):
+    from webapp.models import listed_models
+
+    headless, split = converted
+    hf, cache = hf_base
+    models_dir = tmp_path / "models"
+    models_dir.mkdir()
+    for folder in (split, split.parent / "Tiny-4bit-split-mtp", headless):
+        (models_dir / folder.name).symlink_to(folder)
+    shutil.copytree(split, models_dir / "Anonymous-4bit")
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    found = {m["name"]: m for m in listed_models(models_dir)}
+    assert found["Tiny-4bit-split"]["mtp"] is False
+    assert found["Tiny-4bit-split"]["drafter"] == str(models_dir / "Tiny-4bit-split-mtp")
+    assert found["Tiny-4bit"]["drafter"] == HF_BASE  # its base's head is in the hub cache
+    assert found["Anonymous-4bit"]["drafter"] is None
+    assert found["Tiny-4bit-split-mtp"]["drafter"] is None  # a drafter folder is no model to find one for
+    assert found[HF_BASE]["mtp"] is True and found[HF_BASE]["drafter"] is None

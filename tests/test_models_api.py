@@ -93,7 +93,8 @@ def test_lists_the_hub_cache_the_models_folder_and_the_bundled_model(hub, fake_s
 
     drafty = found["acme/drafty"]
     assert drafty == {"name": "acme/drafty", "path": str(hub / "models--acme--drafty" / "snapshots" / "abc123"),
-                      "size_bytes": blob_bytes(hub / "models--acme--drafty"), "mtp": True, "source": "hf-cache"}
+                      "size_bytes": blob_bytes(hub / "models--acme--drafty"), "mtp": True, "drafter": None,
+                      "source": "hf-cache"}
     assert found["acme/plain"]["mtp"] is False
     assert found["local-head"]["mtp"] is True and found["local-head"]["path"] == str(models_dir / "local-head")
     assert found["local-head"]["size_bytes"] == sum(f.stat().st_size for f in (models_dir / "local-head").iterdir())

@@ -1,17 +1,15 @@
 """``GET /api/models``: the models the engine picker can offer, and whether MTPLX can run here.
 
 Checkpoints (a folder with ``config.json`` and ``*.safetensors``) are found in the local Hugging Face
-cache, in the models folder (``--models-dir``) and as the bundled demo model, each with its size and
-whether it carries an MTP head. With ``?base_url=URL`` the answer also lists what the server at that
+cache, in the models folder (``--models-dir``) and as the bundled demo model, each with its size,
+whether it carries an MTP head and, when it does not, the drafter the MLX engine would find for it. With ``?base_url=URL`` the answer also lists what the server at that
 address serves (its ``/v1/models``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import platform
-import struct
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -19,13 +17,13 @@ import httpx
 from flask import Blueprint, current_app, jsonify, request
 
 from engines.errors import EngineError
+from engines.mlx.drafter_search import DrafterSearch, available_drafter, hf_hub_cache, tensor_names
 from engines.registry import MTPLX_URL, TabPolicy
 
 from .errors import ClientError, error_body
 
 bp = Blueprint("models", __name__, url_prefix="/api")
 MODELS_DIR_DEPTH = 2  # models/NAME and models/ORG/NAME
-MAX_HEADER = 64 << 20  # a safetensors header is JSON; far larger means a damaged file
 PROBE_TIMEOUT_S = 1.0
 SERVED_TIMEOUT_S = 3.0
 
@@ -33,14 +31,6 @@ SERVED_TIMEOUT_S = 3.0
 @bp.errorhandler(ClientError)
 def _client_error(exc: ClientError):
     return jsonify(error_body(exc.code, exc.message)), exc.status
-
-
-def hf_hub_cache() -> Path:
-    """Where huggingface_hub keeps downloads: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.get("HF_HOME") or cache / "huggingface").expanduser() / "hub"
 
 
 def is_checkpoint(path: Path) -> bool:
@@ -61,29 +51,11 @@ def size_bytes(path: Path) -> int:
     return total
 
 
-def _tensor_names(path: Path) -> list[str] | None:
-    """The checkpoint's tensor names from its index or its files' headers; None when unreadable."""
-    index = path / "model.safetensors.index.json"
-    try:
-        if index.is_file():
-            return list(json.loads(index.read_text()).get("weight_map", {}))
-        names = []
-        for file in path.glob("*.safetensors"):
-            with file.open("rb") as f:
-                (length,) = struct.unpack("<Q", f.read(8))
-                if length > MAX_HEADER:
-                    return None
-                names.extend(json.loads(f.read(length)))
-        return names
-    except (OSError, ValueError, struct.error, AttributeError):
-        return None
-
-
 def has_mtp(path: Path) -> bool:
     """Whether the checkpoint carries an MTP head: ``mtp.*`` tensors, or, when its tensors cannot be read, a
     config that declares MTP layers. A config that declares them over weights without them (converted
     checkpoints often drop the head) reads false: there would be nothing to draft with."""
-    names = _tensor_names(path)
+    names = tensor_names(path)
     if names is not None:
         return any(name.startswith("mtp.") for name in names)
     try:
@@ -94,8 +66,13 @@ def has_mtp(path: Path) -> bool:
     return any(isinstance(n, int) and n > 0 for n in layers)
 
 
-def describe(name: str, path: Path, source: str) -> dict:
-    return {"name": name, "path": str(path), "size_bytes": size_bytes(path), "mtp": has_mtp(path), "source": source}
+def describe(name: str, path: Path, source: str, models_dir: Path | None = None) -> dict:
+    """A listed model; ``drafter``: for one without an MTP head, the drafter folder (or the hub id whose head is
+    in the hub cache) the MLX engine would use, found as it finds one (engines/mlx/drafter_search.py)."""
+    mtp = has_mtp(path)
+    drafter = None if mtp else available_drafter(path, DrafterSearch(models_dir=models_dir))
+    return {"name": name, "path": str(path), "size_bytes": size_bytes(path), "mtp": mtp, "drafter": drafter,
+            "source": source}
 
 
 def hf_cache_models(cache: Path) -> list[dict]:
@@ -133,7 +110,7 @@ def models_dir_models(root: Path) -> list[dict]:
             return
         for child in children:
             if is_checkpoint(child):
-                found.append(describe(child.relative_to(root).as_posix(), child, "models-dir"))
+                found.append(describe(child.relative_to(root).as_posix(), child, "models-dir", root))
             elif depth > 1:
                 walk(child, depth - 1)
 

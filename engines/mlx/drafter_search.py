@@ -88,18 +88,22 @@ def mismatch(body: dict, other: dict) -> str | None:
     return None
 
 
-def tensor_names(folder: Path) -> list[str]:
-    """Tensor names from the index, else from the files' headers (nothing is loaded)."""
-    index = read_json(folder / INDEX)
-    if index is not None:
-        return list(index.get("weight_map") or {})
-    names = []
-    for file in folder.glob("*.safetensors"):
-        with file.open("rb") as f:
-            (length,) = struct.unpack("<Q", f.read(8))
-            if length <= MAX_HEADER:
+def tensor_names(folder: Path) -> list[str] | None:
+    """Tensor names from the index, else from the files' headers (nothing is loaded); None when unreadable."""
+    index = folder / INDEX
+    try:
+        if index.is_file():
+            return list(json.loads(index.read_text()).get("weight_map", {}))
+        names = []
+        for file in folder.glob("*.safetensors"):
+            with file.open("rb") as f:
+                (length,) = struct.unpack("<Q", f.read(8))
+                if length > MAX_HEADER:
+                    return None
                 names += [k for k in json.loads(f.read(length)) if k != "__metadata__"]
-    return names
+        return names
+    except (OSError, ValueError, struct.error, AttributeError):
+        return None
 
 
 def head_shards(folder: Path) -> list[str]:
@@ -322,6 +326,20 @@ class Finder:
                 return FoundDrafter(out, f"built from {repo_id} {how}")
         raise NoDrafter(self.nothing_found(bases))
 
+    def available(self) -> str | None:
+        """What ``find`` would use without building or fetching anything: a drafter folder, or the hub id
+        whose head the hub cache holds; None when it would find nothing offline."""
+        for folder, _ in self.standalone_folders():
+            if self.fits(folder):
+                return str(folder)
+        for repo_id in self.bases():
+            try:
+                if self.cached_head(repo_id) is not None:
+                    return repo_id
+            except NoDrafter:
+                continue
+        return None
+
     def nothing_found(self, bases: list[str]) -> str:
         drop = "This conversion dropped its MTP head, so specchat cannot draft with it."
         beside = ("pass --drafter FOLDER, a drafter as `mlx_vlm.convert --mtp` writes it" if hub_repo_of(self.path)
@@ -347,6 +365,12 @@ def can_search(config: dict) -> bool:
 def find_drafter(path: Path, search: DrafterSearch) -> FoundDrafter:
     """The head for the model in ``path``; NoDrafter saying how to get one."""
     return Finder(path, search).find()
+
+
+def available_drafter(path: Path, search: DrafterSearch) -> str | None:
+    """For a model without a bundled head: the drafter folder, or the hub id whose head, it would get offline."""
+    finder = Finder(path, search)
+    return finder.available() if can_search(finder.config) else None
 
 
 def write_drafter(source: Path, out: Path, dtype: str, quantize: dict | None, repo_id: str) -> None:

@@ -19,6 +19,12 @@ const PLACEHOLDERS = {
 const SOURCES = { bundled: "bundled", "models-dir": "models folder", "hf-cache": "Hugging Face cache" };
 const SERVED_DEBOUNCE_MS = 500;
 
+/** A listed model's head: its own, a drafter found for it (a folder, or a base model in the hub cache), or none. */
+function headText(model) {
+  if (model.mtp) return "MTP head";
+  return model.drafter ? "drafter found" : "no MTP head";
+}
+
 export class EnginePicker {
   /**
    * @param {{form: HTMLFormElement, error: HTMLElement, list: HTMLElement, status: HTMLElement,
@@ -137,7 +143,7 @@ export class EnginePicker {
       items = this.found.models.map((m) => ({
         value: m.path,
         name: m.name,
-        meta: [formatBytes(m.size_bytes), m.mtp ? "MTP head" : "no MTP head", SOURCES[m.source] ?? m.source].join(" · "),
+        meta: [formatBytes(m.size_bytes), headText(m), SOURCES[m.source] ?? m.source].join(" · "),
         title: m.path,
       }));
       status = items.length
@@ -168,10 +174,13 @@ export class EnginePicker {
       button.append(name, meta);
       return button;
     }));
-    // A model without an MTP head has nothing to draft with unless a drafter is named.
+    // A model without an MTP head has nothing to draft with unless a drafter is found for it or named.
     const picked = engine === "mlx" ? this.found.models.find((m) => m.path === chosen) : null;
-    this.form.elements.namedItem("drafter").placeholder =
-      picked && !picked.mtp ? "none (this model has no MTP head)" : PLACEHOLDERS[engine]?.drafter ?? "";
+    let placeholder = PLACEHOLDERS[engine]?.drafter ?? "";
+    if (picked && !picked.mtp) {
+      placeholder = picked.drafter ? `found: ${picked.drafter}` : "none (this model has no MTP head)";
+    }
+    this.form.elements.namedItem("drafter").placeholder = placeholder;
   }
 
   apply() {
