@@ -168,13 +168,14 @@ def convert(source: str | Path, out: str | Path, *, bits: int | None = 4, group_
             mtp: bool = False, quant_predicate: str | None = None, dtype: str | None = None,
             hub_cache: Path | None = None) -> Path:
     """Run ``python -m mlx_vlm.convert`` on ``source`` (a folder, or a repo id found in ``hub_cache``,
-    offline), quantized to ``bits`` (None: kept float) in groups of ``group_size``; return ``out``.
+    offline), quantized to ``bits`` in groups of ``group_size``, or by the mixed recipe ``quant_predicate``
+    (``mixed_4_6``, …), or kept float (neither); return ``out``.
     A repo id gets the model card mlx-vlm writes for hub conversions, with ``base_model`` set."""
     command = [sys.executable, "-m", "mlx_vlm.convert", "--hf-path", str(source), "--mlx-path", str(out)]
     if bits is not None:
         command += ["-q", "--q-bits", str(bits), "--q-group-size", str(group_size)]
-    if quant_predicate:
-        command += ["--quant-predicate", quant_predicate]
+    if quant_predicate:  # a mixed recipe picks its own bits and groups
+        command += ["--quant-predicate", quant_predicate, *([] if bits is not None else ["-q"])]
     if dtype:
         command += ["--dtype", dtype]
     if mtp:

@@ -55,6 +55,33 @@ def test_a_conversion_beside_its_mtp_folder_gets_that_drafter(converted, tmp_pat
     assert drafts(split, split.parent / "Tiny-4bit-split-mtp")
 
 
+@pytest.mark.parametrize("where", ["hub cache", "models folder"])
+def test_a_hub_model_gets_its_mtp_folder_from_the_hub_cache_or_the_models_folder(converted, tmp_path, monkeypatch,
+                                                                                 where):
+    _, split = converted
+    cache = tmp_path / "hub"
+    snapshot = add_to_hub_cache(split, cache, "tinyorg/Tiny-4bit")
+    if where == "hub cache":
+        drafter = add_to_hub_cache(split.parent / "Tiny-4bit-split-mtp", cache, "tinyorg/Tiny-4bit-mtp")
+    else:
+        drafter = tmp_path / "models" / "tinyorg" / "Tiny-4bit-mtp"
+        shutil.copytree(split.parent / "Tiny-4bit-split-mtp", drafter)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    found = find_drafter(snapshot, DrafterSearch(models_dir=tmp_path / "models"))
+    assert (found.path, found.how) == (drafter, f"Tiny-4bit-mtp, in the {where}" if where == "models folder"
+                                       else f"{drafter.name}, in the hub cache")
+
+
+def test_a_mixed_conversion_gets_a_head_at_its_base_bits(hf_base, tmp_path, monkeypatch):
+    _, cache = hf_base
+    mixed = convert(HF_BASE, tmp_path / "Tiny-mixed_4_6", bits=None, quant_predicate="mixed_4_6", hub_cache=cache)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    found = find_drafter(mixed, DrafterSearch(data_dir=tmp_path / "data"))
+    assert found.path.name == "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
+    config = json.loads((found.path / "config.json").read_text())
+    assert config["quantization"] == {"group_size": 64, "bits": 4, "mode": "affine"}
+
+
 def test_a_drafter_folder_that_does_not_fit_is_not_used(converted, tmp_path):
     _, split = converted
     model = tmp_path / "Other-4bit"
@@ -188,13 +215,22 @@ def test_specchat_drafter_from_a_named_base_in_the_hub_cache(converted, hf_base,
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "ORG/NAME" in bad.stderr
 
 
-def test_the_server_drafts_with_a_head_it_builds_from_the_hub_cache(converted, hf_base, start_server, tmp_path,
-                                                                    monkeypatch):
-    headless, _ = converted
+def test_specchat_drafter_on_a_model_with_its_own_head(tiny_model, tmp_path):
+    done = run_drafter_command("--for", str(tiny_model), "--data-dir", str(tmp_path / "data"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"specchat drafter: {tiny_model} carries its own MTP head: specchat drafts with it as it is.\n"
+    assert not (tmp_path / "data").exists()
+
+
+def test_the_server_drafts_with_the_head_of_the_base_drafter_from_names(converted, hf_base, start_server, tmp_path,
+                                                                        monkeypatch):
+    _, split = converted
     _, cache = hf_base
+    model = tmp_path / "Anonymous-4bit"
+    shutil.copytree(split, model)  # names no base model, has no -mtp beside
     monkeypatch.setenv("HF_HUB_CACHE", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    server = start_server("--model", str(headless), data_dir=tmp_path / "data")
+    server = start_server("--model", str(model), "--drafter-from", HF_BASE, data_dir=tmp_path / "data")
     engine = server.wait_ready()
     folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
     assert engine["drafter"] == f"{folder} (mtp)" and engine["drafter_note"] is None
