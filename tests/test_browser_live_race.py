@@ -179,3 +179,33 @@ def test_stop_shows_the_recording_whole_and_a_new_race_starts_clean(tab):  # noq
         assert old.locator(f".race-lane[data-lane={lane}] .lane-answer").inner_text() == shown[lane]
     page.click("#stop")
     wait_race_done(tab, 2)
+
+
+def test_a_page_reloaded_during_the_live_lane_plays_the_recording_from_where_the_race_is(tab):  # noqa: F811
+    slow_long_race(tab)
+    tab.server.engine.delay_s = 0.1  # the drafter-on lane lasts seconds: long enough to reload in
+    race(tab, "Count the steps", 1)
+    page = tab.page
+    live = ".race-lane[data-lane=on][data-source=live] .lane-answer"
+    recording = ".race-lane[data-lane=off][data-source=recording] .lane-answer"
+    page.wait_for_function(f"() => document.querySelector('{recording}')?.textContent.length > 30", timeout=30_000)
+    shown = page.evaluate("""() => [...document.querySelectorAll('.race-lane .lane-answer')]
+                                   .map((el) => el.textContent)""")
+    before = {"off": squeeze(shown[0]), "on": squeeze(shown[1])}
+    assert len(before["on"]) > len(before["off"]) > 0
+
+    tab.frames.clear()
+    page.reload()
+    page.wait_for_selector("#engine[data-state=ready]")
+    page.wait_for_function(f"() => document.querySelector('{live}')?.textContent.replace(/\\s+/g, '').length"
+                           f" >= {len(before['on'])}", timeout=10_000)
+    page.wait_for_timeout(100)
+    samples = page.evaluate("window.samples")
+    # Once the live lane has caught up with the frames sent again, the recording is as far on as the race,
+    # not back at its start.
+    caught = next(i for i, s in enumerate(samples) if len(squeeze(s["on"]["text"])) >= len(before["on"]))
+    after = samples[min(caught + 2, len(samples) - 1)]
+    assert after["off"]["source"] == "recording" and after["on"]["source"] == "live"
+    assert squeeze(after["off"]["text"]).startswith(before["off"])
+    page.click("#stop")
+    wait_race_done(tab)
