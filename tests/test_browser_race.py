@@ -245,9 +245,10 @@ def test_tint_marks_drafted_text_without_touching_the_markdown(tab):
     assert page.evaluate("CSS.highlights.has('drafted')") is False
 
 
-def test_slow_drafting_gets_a_notice_with_a_smaller_block(tab):
+def test_slow_drafting_gets_a_notice_with_a_block_that_the_depths_or_the_sweep_support(tab):
     host = tab.server.host
-    host.baselines.put(host.engine.info(), 100_000.0, "calibration")  # no drafter can beat that
+    # No drafter can beat that, at the context of the replies here.
+    host.baselines.put(host.engine.info(), 100_000.0, "calibration", prompt_tokens=10)
     tab.open()
     tab.page.fill("#prompt", "hello")
     tab.page.press("#prompt", "Enter")
@@ -255,20 +256,39 @@ def test_slow_drafting_gets_a_notice_with_a_smaller_block(tab):
     note = tab.page.locator(".msg.assistant .note-slow-draft")
     assert "Drafting is not paying off" in note.inner_text() and "100,000.0 tok/s without it" in note.inner_text()
     block = tab.of_type("hello")[0]["settings"]["draft_block_size"]
+    # So far short, a smaller block's fewer drafts cannot make it up: the drafter off, not block − 1.
+    assert f"no block below {block} should beat the drafter off" in note.inner_text()
     seen = len(tab.frames)
-    note.get_by_role("button", name=f"Use block {block - 1}").click()
-    assert wait_for_frame(tab, "settings", seen)["values"]["draft_block_size"] == block - 1
+    note.get_by_role("button", name="Turn the drafter off").click()
+    assert wait_for_frame(tab, "settings", seen)["values"]["speculative"] is False
+
+    # After a sweep, its fastest block below the one that lost (each faster than block 1 here).
+    host.update_settings({"speculative": True, "draft_block_size": block})
+    tab.page.fill("#prompt", "sweep me")
+    tab.page.get_by_role("button", name="Find the best block size").click()
+    tab.page.wait_for_selector('.msg.sweep[data-state="done"]', timeout=60_000)
+    rows = [row for row in tab.of_type("sweep_done")[-1]["rows"] if 1 < row["block"] < block]
+    advised = max(rows, key=lambda row: row["tok_s"]["median"])["block"]
+    tab.page.fill("#prompt", "hello again")
+    tab.page.press("#prompt", "Enter")
+    tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
+                               timeout=30_000)
+    note = tab.page.locator(".msg.assistant").last.locator(".note-slow-draft")
+    assert f"The last block sweep measured block {advised} faster than the drafter off." in note.inner_text()
+    seen = len(tab.frames)
+    note.get_by_role("button", name=f"Use block {advised}").click()
+    assert wait_for_frame(tab, "settings", seen)["values"]["draft_block_size"] == advised
 
     # A reply that beats the baseline gets no notice.
-    host.baselines.put(host.engine.info(), 1.0, "calibration")
+    host.baselines.put(host.engine.info(), 1.0, "calibration", prompt_tokens=10)
     seen = len(tab.frames)
     host.broadcast(host.engine_frame())
     assert wait_for_frame(tab, "engine", seen)["baseline"]["tok_s"] == 1.0
     tab.page.fill("#prompt", "again")
     tab.page.press("#prompt", "Enter")
-    tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
+    tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 3",
                                timeout=30_000)
-    assert tab.page.locator(".msg.assistant").nth(1).locator(".note-slow-draft").count() == 0
+    assert tab.page.locator(".msg.assistant").last.locator(".note-slow-draft").count() == 0
 
 
 def test_stop_ends_the_whole_race(tab):

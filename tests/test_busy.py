@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from webapp.busy import THRESHOLD, CpuWatch, describe
+from webapp.busy import THRESHOLD, CpuWatch, describe, percent
 from tests.wsclient import WsClient
 
 BURN_S = 60  # each burner ends itself after this, should the test not get to stop it
@@ -46,9 +46,11 @@ def test_burners_on_every_core_make_a_measurement_busy():
     with burners():
         busy = watched(1.5)
     assert set(busy) == {"percent", "flagged", "threshold"} and busy["threshold"] == round(THRESHOLD * 100)
-    assert busy["flagged"] is True and busy["percent"] >= max(75, quiet["percent"])
+    # Every core burnt: at least three quarters went to other work, and no less than without the burners
+    # (but for a few ticks where other work had already filled the machine).
+    assert busy["flagged"] is True and busy["percent"] >= 75 and busy["percent"] >= quiet["percent"] - 5
     assert quiet["flagged"] is (quiet["percent"] > THRESHOLD * 100)
-    assert describe(busy) == (f"The machine was busy: {busy['percent']:.0f}% of the CPU went to other work, "
+    assert describe(busy) == (f"The machine was busy: {percent(busy)}% of the CPU went to other work, "
                               "so these numbers are not representative.")
     assert describe({**busy, "flagged": False}) is None and describe(None) is None
 
@@ -62,7 +64,7 @@ def test_this_processs_own_work_is_not_other_work():
     total, own = machine_s(), sum(os.times()[:2])
     spun = watched(1.5, spin=True)
     own_share = 100 * (sum(os.times()[:2]) - own) / (machine_s() - total)
-    assert own_share > 15  # this process kept a core busy for part of the time at least
+    assert own_share > 5  # this process had CPU time to count (a loaded machine gives a spinning thread little)
     assert spun["percent"] <= 100 - own_share + 2  # rounding and the readings' few ticks apart
 
 
@@ -73,13 +75,13 @@ def test_a_race_on_a_busy_machine_says_so_and_a_quiet_one_does_not(fake_server):
         with burners():
             ws.send({"type": "race", "id": "busy", "text": "hello", "runs": 2})
             busy, _ = ws.until("race_done", timeout=120, id="busy")
-    assert busy["busy"]["flagged"] is True and busy["busy"]["percent"] >= quiet["busy"]["percent"]
+    assert busy["busy"]["flagged"] is True and busy["busy"]["percent"] >= quiet["busy"]["percent"] - 5
     assert quiet["busy"]["flagged"] is (quiet["busy"]["percent"] > THRESHOLD * 100)
     for summary in (quiet, busy):
         receipt = requests.get(fake_server.url + summary["receipt"]).json()["receipt"]
         assert receipt["busy"] == summary["busy"]
         page = requests.get(fake_server.url + summary["receipt"], params={"format": "markdown"}).text
-        warned = f"The machine was busy: {summary['busy']['percent']:.0f}% of the CPU went to other work" in page
+        warned = f"The machine was busy: {percent(summary['busy'])}% of the CPU went to other work" in page
         assert warned is summary["busy"]["flagged"]
     baseline = requests.get(fake_server.url + "/api/baseline").json()["baseline"]
     assert baseline["busy"] == busy["busy"] and baseline["spread"] == busy["off"]["tok_s"]

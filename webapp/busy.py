@@ -10,6 +10,7 @@ this machine (mtplx, openai) counts as other work.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -85,5 +86,10 @@ def describe(busy: dict | None) -> str | None:
     """The warning for a busy measurement, or None when it was not (or is not known to be)."""
     if not busy or not busy.get("flagged"):
         return None
-    return (f"The machine was busy: {busy['percent']:.0f}% of the CPU went to other work, so these numbers "
+    return (f"The machine was busy: {percent(busy)}% of the CPU went to other work, so these numbers "
             f"are not representative.")
+
+
+def percent(busy: dict) -> int:
+    """The busy share as a whole percentage, rounded half up as the page rounds it."""
+    return math.floor(busy["percent"] + 0.5)

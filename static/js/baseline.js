@@ -1,9 +1,16 @@
 // This model's drafter-off decode rate on this machine, the bar a drafter-on reply has to clear.
-// It comes from the server (its calibration) or from the last race here, per engine and model.
+// It comes from the server (its calibration) or from the last race here, per engine and model, with
+// what judging a reply by it needs: its runs' spread and the context it was measured at.
 
 import { formatRate } from "@app/format.js";
 import { loadPref, savePref } from "@app/prefs.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
+
+// One reply's decode rate against another's of the same settings on a quiet machine differs by up to this
+// share; a drafter-on reply is "not paying off" only when it is slower than the drafter-off rate by more.
+export const NOISE = 0.1;
+// Decode rates are compared only at a similar context: within this many tokens, or a factor of 2.
+export const CONTEXT_SLACK = 512;
 
 /** A rate from the server's `baseline` value: a number, `{tok_s}`, or `{tok_s: {median}}`. */
 function rateOf(value) {
@@ -16,10 +23,73 @@ function rateOf(value) {
   return null;
 }
 
+/** Whether two prompts are a similar context to compare decode rates at. */
+export function similarContext(a, b) {
+  if (typeof a !== "number" || typeof b !== "number") return false;
+  return Math.abs(a - b) <= Math.max(CONTEXT_SLACK, Math.max(a, b) / 2);
+}
+
+/**
+ * The noise of a comparison with the drafter-off rate `known` ({tok_s, spread}): `NOISE`, plus half the
+ * spread of its runs where it had several.
+ */
+export function noiseOf(known) {
+  const spread = known?.spread;
+  if (!spread || typeof spread.min !== "number" || typeof spread.max !== "number" || !known.tok_s) return NOISE;
+  return NOISE + Math.max(0, spread.max - spread.min) / (2 * known.tok_s);
+}
+
+/**
+ * The block to use instead of `block`, which decoded at `on` tok/s against `off` without the drafter:
+ * `{block, basis}`, block 1 meaning the drafter off. Never `block` or larger. From the last sweep's
+ * rows where there are ones (the fastest smaller block it measured faster than block 1: by its verdict, or
+ * by more than `NOISE` where its pairs left it unclear), else from the
+ * acceptance by depth: a verify round of block j is taken to cost one plain step plus a share of it per
+ * draft that `block`'s measured round fixes, and yields 1 + the kept shares of its j−1 depths; the
+ * smaller block so predicted fastest, if it beats the drafter off by more than `NOISE`.
+ */
+export function adviseBlock({ block, on, off, byDepth, sweep }) {
+  const smaller = (sweep ?? []).filter((row) => row.block > 1 && row.block < block && row.tok_s != null);
+  if (sweep?.length) {
+    const base = sweep.find((row) => row.block === 1)?.tok_s;
+    // Faster by its pairs' verdict, or where they could not settle it (one run) by more than the noise.
+    const faster = smaller.filter((row) => row.verdict === "faster"
+      || (row.verdict !== "slower" && base != null && row.tok_s > base * (1 + NOISE)));
+    const best = faster.reduce((a, b) => (b.tok_s > a.tok_s ? b : a), faster[0]);
+    return best ? { block: best.block, basis: "sweep" } : { block: 1, basis: "sweep" };
+  }
+  const shares = Array.isArray(byDepth) ? byDepth.slice(0, block - 1) : [];
+  if (!(on > 0 && off > 0) || block < 3 || shares.length < block - 1 || shares.some((s) => s == null)) {
+    return { block: 1, basis: "rates" };
+  }
+  const yields = (j) => 1 + shares.slice(0, j - 1).reduce((a, s) => a + s, 0);
+  const perDraft = (yields(block) * (off / on) - 1) / (block - 1); // a draft's cost, in plain steps
+  let best = { block: 1, rate: off * (1 + NOISE) };
+  for (let j = 2; j < block; j += 1) {
+    const rate = (yields(j) * off) / (1 + Math.max(0, perDraft) * (j - 1));
+    if (rate > best.rate) best = { block: j, rate };
+  }
+  return { block: best.block, basis: best.block === 1 ? "rates" : "depth" };
+}
+
+/** What `adviseBlock`'s advice rests on, in words, for the block that lost. */
+export function adviceText(advice, block) {
+  if (advice.basis === "sweep") {
+    return advice.block > 1
+      ? `The last block sweep measured block ${advice.block} faster than the drafter off.`
+      : `The last block sweep found no block below ${block} faster than the drafter off.`;
+  }
+  if (advice.block > 1) return `By how many drafts were kept at each depth, block ${advice.block} should be faster.`;
+  return block > 2
+    ? `By how many drafts were kept at each depth, no block below ${block} should beat the drafter off.`
+    : "Block 2 is the smallest there is.";
+}
+
 export class Baseline {
   constructor() {
     this.key = null;
     this.rates = loadPref("baselines", {});
+    this.sweeps = loadPref("sweeps", {}); // the last block sweep's rows, per engine and model
     this.tried = new Set(); // engines and models measured (or tried) in this tab
   }
 
@@ -75,29 +145,49 @@ export class Baseline {
   /** The server's measurement (`baseline` in `hello`/`engine`, or GET /api/baseline). */
   fromServer(value) {
     const rate = rateOf(value);
-    if (rate > 0) this.remember(rate, value?.source === "race" ? "race" : "calibration");
+    if (rate > 0) {
+      this.remember(rate, value?.source === "race" ? "race" : "calibration", value.spread, value.prompt_tokens);
+    }
   }
 
   /** A finished race's drafter-off lane. */
   fromRace(raceDone) {
     const rate = raceDone?.off?.tok_s?.median;
-    if (typeof rate === "number" && rate > 0) this.remember(rate, "race");
+    if (typeof rate === "number" && rate > 0) {
+      this.remember(rate, "race", raceDone.off.tok_s, raceDone.off.stats?.prompt_tokens);
+    }
   }
 
-  remember(rate, source) {
+  /** A finished block sweep: its rows advise a block when drafting does not pay. */
+  fromSweep(sweepDone) {
+    if (!this.key || !Array.isArray(sweepDone?.rows)) return;
+    const rows = sweepDone.rows.map((row) => ({ block: row.block, tok_s: row.tok_s?.median ?? null, verdict: row.verdict ?? null }));
+    this.sweeps = { ...this.sweeps, [this.key]: rows };
+    savePref("sweeps", this.sweeps);
+  }
+
+  get sweep() {
+    return (this.key && this.sweeps[this.key]) || null;
+  }
+
+  remember(rate, source, spread = null, promptTokens = null) {
     if (!this.key) return;
-    this.rates = { ...this.rates, [this.key]: { tok_s: rate, source } };
+    this.rates = { ...this.rates, [this.key]: { tok_s: rate, source, spread, prompt_tokens: promptTokens } };
     savePref("baselines", this.rates);
   }
 
   /**
-   * The notice for a finished reply, or null: a drafter ran and decoded slower than the
-   * drafter-off rate. Needs enough tokens for the reply's own rate to mean something.
+   * The notice for a finished reply, or null: a drafter ran, long enough for its rate to mean
+   * something, at a context similar to the drafter-off rate's, and decoded slower than that rate by
+   * more than the noise of the two (`noiseOf`). `{on, off, source, noise}`.
    */
   judge(stats) {
     const off = this.rate;
     if (!off || !stats || stats.drafted == null || stats.tok_s == null) return null;
-    if (stats.tokens == null || stats.tokens < MEASURE_TOKENS || stats.tok_s >= off) return null;
-    return { on: stats.tok_s, off, source: this.rates[this.key].source };
+    if (stats.tokens == null || stats.tokens < MEASURE_TOKENS) return null;
+    const known = this.rates[this.key];
+    const noise = noiseOf(known);
+    if (!similarContext(known.prompt_tokens, stats.prompt_tokens) || stats.tok_s >= off * (1 - noise)) return null;
+    return { on: stats.tok_s, off, source: known.source, noise };
   }
 }

@@ -2,7 +2,7 @@
 // The URL names the open conversation (`/?c=ID`), so a reload or a bookmark opens it again.
 
 import { conversationPath, request } from "@app/api.js";
-import { Baseline } from "@app/baseline.js";
+import { adviceText, adviseBlock, Baseline } from "@app/baseline.js";
 import { Composer } from "@app/composer.js";
 import { Conversation } from "@app/conversation.js";
 import { bindTintToggle } from "@app/drafted-tint.js";
@@ -302,18 +302,21 @@ function applyBlock(block) {
   return connection.send({ type: "settings", values });
 }
 
-/** A finished reply's notice when its drafter-on rate fell below the drafter-off baseline. */
+/** A finished reply's notice when its drafter-on rate fell below the drafter-off baseline beyond the noise. */
 function judgeReply(stats) {
   const verdict = baseline.judge(stats);
   if (!verdict) return null;
   const source = verdict.source === "race" ? "measured by the last race" : "measured on this machine";
+  const block = settingsValues.draft_block_size;
+  const advice = adviseBlock({ block, on: verdict.on, off: verdict.off, byDepth: stats.acceptance_by_depth,
+    sweep: baseline.sweep });
   const text =
     `Drafting is not paying off: ${formatRate(verdict.on)} tok/s with the drafter, ` +
-    `${formatRate(verdict.off)} tok/s without it (${source}). Try a smaller draft block.`;
-  const block = settingsValues.draft_block_size;
-  let action;
-  if (block > 2) action = { label: `Use block ${block - 1}`, run: () => applyBlock(block - 1) };
-  else if (block === 2) action = { label: "Turn the drafter off", run: () => applyBlock(1) };
+    `${formatRate(verdict.off)} tok/s without it (${source}): slower by more than the ` +
+    `${Math.round(verdict.noise * 100)}% two measurements of one speed can differ by. ${adviceText(advice, block)}`;
+  const action = advice.block > 1
+    ? { label: `Use block ${advice.block}`, run: () => applyBlock(advice.block) }
+    : { label: "Turn the drafter off", run: () => applyBlock(1) };
   return { text, action };
 }
 
@@ -509,7 +512,10 @@ const handlers = {
     if (baseline.needsCalibration(turn.stats)) measureBaseline(true).then((measured) => measured && turn.judgeSpeed());
   },
   race_done: finishItem,
-  sweep_done: finishItem,
+  sweep_done(frame) {
+    baseline.fromSweep(frame); // its rows advise a block when drafting does not pay
+    finishItem(frame);
+  },
   new_chat(frame) {
     rememberConversation(frame.conversation);
     history.render();

@@ -1,6 +1,9 @@
-// A finished race in numbers: the speed-up, each lane's rate and TTFT (median, min-max), acceptance,
-// and whether both lanes wrote the same answer.
+// A finished race in numbers: the speed-up, the pairs won and how sure the speed-up is, each lane's rate
+// and TTFT (median, min-max), acceptance, whether both lanes wrote the same answer, and whether the
+// machine was busy meanwhile.
 
+import { adviceText, adviseBlock } from "@app/baseline.js";
+import { busyText } from "@app/busy.js";
 import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
 import { acceptanceByDepth, acceptanceValue } from "@app/stats.js";
 
@@ -18,6 +21,30 @@ function quote(text) {
   return `“${shown.replaceAll("\n", "⏎")}”`;
 }
 
+/**
+ * "Faster in 5 of 5 pairs: the median speed-up is 2.22×–2.42× (94% confidence)", or why it is unclear;
+ * null for a race from before the server judged its pairs.
+ */
+export function pairsText(raceDone) {
+  const { wins, confidence, verdict } = raceDone;
+  const pairs = (raceDone.ratios ?? []).filter((r) => r != null).length;
+  if (!confidence || !pairs || wins == null) return null;
+  const interval = `${formatFactor(confidence.low)}–${formatFactor(confidence.high)} ` +
+    `(${Math.round(confidence.coverage * 100)}% confidence)`;
+  if (verdict === "faster") return `Faster in ${wins} of ${pairs} pairs: the median speed-up is ${interval}.`;
+  if (verdict === "slower") return `Slower in ${pairs - wins} of ${pairs} pairs: the median speed-up is ${interval}.`;
+  const why = pairs < 5
+    ? `${pairs} ${pairs === 1 ? "pair" : "pairs"} cannot settle it; 5 or more can (runs "auto" adds them)`
+    : `the median speed-up is ${interval}, either side of 1×`;
+  return `Unclear: faster in ${wins} of ${pairs} pairs; ${why}.`;
+}
+
+/** Whether the race showed drafting slower: its verdict, or for an older race every pair lost. */
+function slower(raceDone) {
+  if (raceDone.verdict) return raceDone.verdict === "slower";
+  return raceDone.speedup?.max != null && raceDone.speedup.max < 1;
+}
+
 /** Render `raceDone` (the `race_done` frame) into `el`. */
 export function renderRaceSummary(el, raceDone) {
   const { off = {}, on = {}, speedup, runs } = raceDone;
@@ -27,9 +54,11 @@ export function renderRaceSummary(el, raceDone) {
   if (speedup && speedup.median != null) {
     const faster = speedup.median >= 1;
     verdict.dataset.faster = String(faster);
+    if (raceDone.verdict) verdict.dataset.verdict = raceDone.verdict;
+    const unsettled = raceDone.verdict === "unclear" ? ", not settled" : "";
     verdict.append(
       element("span", "race-factor", formatFactor(speedup.median)),
-      faster ? " faster with the drafter" : " with the drafter: slower",
+      `${faster ? " faster with the drafter" : " with the drafter: slower"}${unsettled}`,
     );
     const spread = runs > 1 && speedup.min != null ? `${formatFactor(speedup.min)}–${formatFactor(speedup.max)}, ` : "";
     verdict.append(element("span", "race-spread", ` (${spread}median of ${runs} ${runs === 1 ? "run" : "runs"})`));
@@ -37,8 +66,20 @@ export function renderRaceSummary(el, raceDone) {
     verdict.textContent = "No speed-up to report: the race did not finish a pair of runs.";
   }
   children.push(verdict);
-  if (speedup && speedup.median != null && speedup.median < 1) {
-    children.push(element("p", "note note-slow-draft", "Drafting is not paying off here. Try a smaller draft block."));
+  const pairs = pairsText(raceDone);
+  if (pairs) children.push(element("p", "race-pairs", pairs));
+  const busy = busyText(raceDone.busy);
+  if (busy) {
+    const warning = element("p", "note note-busy race-busy", busy);
+    warning.setAttribute("role", "status");
+    children.push(warning);
+  }
+  if (slower(raceDone)) {
+    const block = raceDone.block_size ?? (on.acceptance_by_depth?.length ?? 0) + 1;
+    const advice = adviseBlock({ block, on: on.tok_s?.median, off: off.tok_s?.median,
+      byDepth: on.acceptance_by_depth ?? on.stats?.acceptance_by_depth });
+    children.push(element("p", "note note-slow-draft",
+      `Drafting is not paying off here at block ${block}. ${adviceText(advice, block)}`));
   }
 
   const table = element("table", "race-table");

@@ -1,7 +1,9 @@
 // A race's or block sweep's receipt: the server's record (JSON or Markdown), and for a race a PNG card drawn
 // here on a canvas.
 
+import { busyText } from "@app/busy.js";
 import { formatFactor, formatMean, formatPercent, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
+import { pairsText } from "@app/race-summary.js";
 
 const WIDTH = 1200;
 const HEIGHT = 675;
@@ -113,9 +115,14 @@ export function cardFacts(receipt, raceDone, context = {}) {
   const versions = r.versions && typeof r.versions === "object"
     ? Object.entries(r.versions).filter(([, v]) => v).map(([k, v]) => `${k} ${v}`).join(" · ")
     : text(r.versions);
+  const judged = (key) => pick(r[key], raceDone?.[key]);
   return {
     speedup: pick(r.speedup, raceDone?.speedup),
     runs: pick(r.runs?.measured, raceDone?.runs),
+    verdict: judged("verdict"),
+    pairs: pairsText({ ratios: judged("ratios"), wins: judged("wins"), confidence: judged("confidence"),
+      verdict: judged("verdict") }),
+    busy: busyText(judged("busy")),
     off,
     on,
     acceptance: pick(r.acceptance, on.acceptance, on.stats?.acceptance),
@@ -192,22 +199,25 @@ export function drawReceiptCard(facts) {
   ctx.fillText(String(facts.date), WIDTH - pad, 52);
   ctx.textAlign = "left";
 
-  // The headline: the median speed-up, with its spread and run count.
+  // The headline: the median speed-up, with its spread, run count and what the pairs settle.
   const speedup = facts.speedup;
-  ctx.fillStyle = speedup?.median != null && speedup.median < 1 ? c.warn : c.accent;
+  const slower = speedup?.median != null && speedup.median < 1;
+  ctx.fillStyle = slower || facts.busy ? c.warn : c.accent;
   ctx.font = font(96, 750);
   const headline = speedup?.median != null ? formatFactor(speedup.median) : "–";
   ctx.fillText(headline, pad - 4, 158);
   const headWidth = ctx.measureText(headline).width;
+  const besideHead = WIDTH - pad - (pad + headWidth + 20);
   ctx.fillStyle = c.text;
   ctx.font = font(26, 600);
-  ctx.fillText(speedup?.median != null && speedup.median < 1 ? "slower with the drafter" : "faster with the drafter",
-    pad + headWidth + 20, 118);
+  const unsettled = facts.verdict === "unclear" ? ", not settled" : "";
+  ctx.fillText(`${slower ? "slower" : "faster"} with the drafter${unsettled}`, pad + headWidth + 20, 106);
   ctx.fillStyle = c.muted;
   ctx.font = font(18);
   const runs = facts.runs ?? 1;
   const spread = speedup?.min != null && runs > 1 ? `${formatFactor(speedup.min)}–${formatFactor(speedup.max)} · ` : "";
-  ctx.fillText(`${spread}median of ${runs} ${runs === 1 ? "run" : "runs"} each way`, pad + headWidth + 20, 150);
+  ctx.fillText(`${spread}median of ${runs} ${runs === 1 ? "run" : "runs"} each way`, pad + headWidth + 20, 134);
+  if (facts.pairs) ctx.fillText(fit(ctx, facts.pairs, besideHead), pad + headWidth + 20, 160);
 
   // Rate bars: drafter off against on, with each lane's min-max as a whisker.
   const barLeft = pad + 150;
@@ -290,6 +300,13 @@ export function drawReceiptCard(facts) {
     ctx.fillStyle = c.text;
     ctx.font = font(15, 500, c.mono);
     ctx.fillText(fit(ctx, `$ ${facts.bench}`, WIDTH - 2 * pad - 28), pad + 14, 624);
+  }
+  if (facts.busy) {
+    ctx.fillStyle = c.warn;
+    ctx.fillRect(0, HEIGHT - 30, WIDTH, 30);
+    ctx.fillStyle = c.bg;
+    ctx.font = font(16, 650);
+    ctx.fillText(fit(ctx, facts.busy, WIDTH - 2 * pad), pad, HEIGHT - 10);
   }
   return canvas;
 }

@@ -1,6 +1,7 @@
 // "Find the best block size": one prompt run at draft block sizes 1 (drafter off) to 6, drawn as a
 // chart as each block finishes, with an offer to use the fastest.
 
+import { busyText } from "@app/busy.js";
 import { formatRate } from "@app/format.js";
 import { receiptUrl, saveMarkdownReceipt } from "@app/receipt.js";
 import { schedule } from "@app/render.js";
@@ -127,6 +128,8 @@ export class SweepView {
     this.el.dataset.best = String(this.best ?? "");
     if (reason === "error") this.addNote("error", `Error: ${frame.error?.message ?? "The sweep failed."}`);
     if (reason === "cancelled") this.addNote("cancelled", "Stopped: the chart shows the blocks that finished.");
+    const busy = busyText(frame.busy);
+    if (busy) this.addNote("busy", busy);
     const row = this.rows.get(this.best);
     this.setStatus(this.best != null && row
       ? `Fastest: block ${this.best}${this.best === 1 ? " (drafter off)" : ""} at ${formatRate(rowRate(row))} tok/s`

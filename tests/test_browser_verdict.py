@@ -1,0 +1,150 @@
+"""In Chromium on the fake engine: what the race summary, the receipt card and the not-paying-off notice say
+about how far a measurement can be trusted: pairs won, the interval and verdict, a busy machine, a shortfall
+within the noise (no notice), and the block the advice names. Expected values are worked out by hand."""
+
+import pytest
+
+from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser_race import factor, race, tab, wait_race_done  # noqa: F401
+
+pytestmark = pytest.mark.browser
+
+BUSY = {"percent": 62.5, "flagged": True, "threshold": 25}
+BUSY_TEXT = "The machine was busy: 63% of the CPU went to other work, so these numbers are not representative."
+
+
+def evaluate(tab, module: str, body: str, arg=None):
+    """Run `body` (a function of the module `m` and `arg`) in the page, with the app's own module."""
+    return tab.page.evaluate(f"async (arg) => {{ const m = await import('@app/{module}'); return ({body})(m, arg); }}",
+                             arg)
+
+
+JUDGE = """(m, {baseline, stats}) => {
+  const b = new m.Baseline();
+  b.setEngine({ name: "fake", model: "judged" });
+  b.remember(baseline.tok_s, "race", baseline.spread ?? null, baseline.prompt_tokens ?? null);
+  return b.judge({ drafted: 100, tokens: 200, ...stats });
+}"""
+
+
+@pytest.mark.parametrize("baseline, stats, notice", [
+    # The false alarm of a presenter's demo: 54.1 against 54.4 at 98% accepted is 0.6% short, inside the 10%.
+    ({"tok_s": 54.4, "prompt_tokens": 40}, {"tok_s": 54.1, "acceptance": 0.98, "prompt_tokens": 60}, None),
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 90.5, "prompt_tokens": 40}, None),  # 9.5% short
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 89.0, "prompt_tokens": 40},
+     {"on": 89.0, "off": 100.0, "source": "race", "noise": 0.1}),
+    # The drafter-off runs spread 90–110: their half-range adds 10% of noise, so 85 is within it and 79 not.
+    ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 85.0, "prompt_tokens": 40},
+     None),
+    ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 79.0, "prompt_tokens": 40},
+     {"on": 79.0, "off": 100.0, "source": "race", "noise": 0.2}),
+    # Not at a similar context: 40 tokens against 2000 (more than 512 apart and a factor of 2), or unknown.
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 10.0, "prompt_tokens": 2000}, None),
+    ({"tok_s": 100.0}, {"tok_s": 10.0, "prompt_tokens": 40}, None),
+    ({"tok_s": 100.0, "prompt_tokens": 1500}, {"tok_s": 10.0, "prompt_tokens": 2900},
+     {"on": 10.0, "off": 100.0, "source": "race", "noise": 0.1}),
+])
+def test_a_reply_is_judged_slower_only_beyond_the_noise_at_a_similar_context(tab, baseline, stats, notice):
+    tab.open()
+    assert evaluate(tab, "baseline.js", JUDGE, {"baseline": baseline, "stats": stats}) == notice
+
+
+@pytest.mark.parametrize("lost, advice", [
+    # Block 16 at 98% kept at every depth, 40 against 54 tok/s: a draft costs (15.7·54/40 − 1)/15 ≈ 1.35 plain
+    # steps, more than the 0.98 of a token it yields, so no smaller block pays: the drafter off, never 15.
+    ({"block": 16, "on": 40, "off": 54, "byDepth": [0.98] * 15}, {"block": 1, "basis": "rates"}),
+    # Block 4 kept 95%, 90%, 10%; 45 against 50: a draft costs (2.95·50/45 − 1)/3 ≈ 0.759 steps; block 2 would
+    # make 1.95·50/1.759 ≈ 55.4, block 3 2.85·50/2.519 ≈ 56.6 tok/s, past 50 + 10%: block 3.
+    ({"block": 4, "on": 45, "off": 50, "byDepth": [0.95, 0.9, 0.1]}, {"block": 3, "basis": "depth"}),
+    # Block 2 lost: there is no smaller block.
+    ({"block": 2, "on": 40, "off": 50, "byDepth": [0.9]}, {"block": 1, "basis": "rates"}),
+    # The last sweep: the fastest block below the one that lost that it measured faster than block 1.
+    ({"block": 4, "on": 45, "off": 50, "byDepth": [0.95, 0.9, 0.1],
+      "sweep": [{"block": 1, "tok_s": 50}, {"block": 2, "tok_s": 61, "verdict": "faster"},
+                {"block": 3, "tok_s": 58, "verdict": "unclear"}, {"block": 6, "tok_s": 90, "verdict": "faster"}]},
+     {"block": 2, "basis": "sweep"}),
+    ({"block": 3, "on": 45, "off": 50, "byDepth": [0.95, 0.9],
+      "sweep": [{"block": 1, "tok_s": 50}, {"block": 2, "tok_s": 49, "verdict": "slower"}]},
+     {"block": 1, "basis": "sweep"}),
+])
+def test_the_advice_names_a_smaller_block_that_the_sweep_or_the_depths_support(tab, lost, advice):
+    tab.open()
+    assert evaluate(tab, "baseline.js", "(m, lost) => m.adviseBlock(lost)", lost) == advice
+
+
+SUMMARY = """(m, frame) => {
+  const el = document.createElement("div");
+  m.renderRaceSummary(el, frame);
+  const text = (selector) => el.querySelector(selector)?.textContent ?? null;
+  return { verdict: text(".race-verdict"), pairs: text(".race-pairs"), busy: text(".race-busy"),
+           slow: text(".note-slow-draft") };
+}"""
+
+
+def summary_frame(**fields) -> dict:
+    frame = {"type": "race_done", "id": "r", "finish_reason": "stop", "runs": 5,
+             "off": {"tok_s": {"median": 54.0, "min": 50.0, "max": 58.0}, "ttft_ms": None, "stats": None},
+             "on": {"tok_s": {"median": 40.0, "min": 38.0, "max": 42.0}, "ttft_ms": None, "stats": None,
+                    "acceptance": 0.98, "acceptance_by_depth": [0.98] * 15, "mean_accepted": 14.7},
+             "speedup": {"median": 0.74, "min": 0.7, "max": 0.8}, "identical": True, "first_divergence": None,
+             "ratios": [0.7, 0.72, 0.74, 0.76, 0.8], "wins": 0,
+             "confidence": {"low": 0.7, "high": 0.8, "coverage": 0.9375}, "verdict": "slower", "busy": None,
+             "block_size": 16}
+    return {**frame, **fields}
+
+
+def test_the_summary_says_how_sure_the_speed_up_is_and_when_the_machine_was_busy(tab):
+    tab.open()
+    slower = evaluate(tab, "race-summary.js", SUMMARY, summary_frame())
+    assert slower["pairs"] == "Slower in 5 of 5 pairs: the median speed-up is 0.70×–0.80× (94% confidence)."
+    assert slower["busy"] is None
+    assert slower["slow"] == ("Drafting is not paying off here at block 16. By how many drafts were kept at each "
+                              "depth, no block below 16 should beat the drafter off.")
+    unclear = evaluate(tab, "race-summary.js", SUMMARY, summary_frame(
+        runs=3, ratios=[1.3, 0.9, 1.2], wins=2, confidence={"low": 0.9, "high": 1.3, "coverage": 0.75},
+        verdict="unclear", speedup={"median": 1.2, "min": 0.9, "max": 1.3}, busy=BUSY))
+    assert unclear["verdict"].startswith("1.20× faster with the drafter, not settled")
+    assert unclear["pairs"] == ('Unclear: faster in 2 of 3 pairs; 3 pairs cannot settle it; 5 or more can '
+                                '(runs "auto" adds them).')
+    assert unclear["busy"] == BUSY_TEXT and unclear["slow"] is None  # not settled is not slower
+
+
+CARD = """(m, facts) => {
+  const drawn = [];
+  const fillText = CanvasRenderingContext2D.prototype.fillText;
+  CanvasRenderingContext2D.prototype.fillText = function (text, ...rest) {
+    drawn.push(text);
+    return fillText.call(this, text, ...rest);
+  };
+  try {
+    m.drawReceiptCard(m.cardFacts(facts.receipt, facts.raceDone));
+  } finally {
+    CanvasRenderingContext2D.prototype.fillText = fillText;
+  }
+  return drawn;
+}"""
+
+
+def test_the_receipt_card_of_a_busy_race_says_so(tab):
+    tab.open()
+    done = summary_frame(busy=BUSY, verdict="faster", wins=5, ratios=[2.0, 2.1, 2.2, 2.3, 2.4],
+                         confidence={"low": 2.0, "high": 2.4, "coverage": 0.9375},
+                         speedup={"median": 2.2, "min": 2.0, "max": 2.4})
+    drawn = evaluate(tab, "receipt.js", CARD, {"receipt": None, "raceDone": done})
+    assert BUSY_TEXT in drawn and "faster with the drafter" in drawn
+    assert "Faster in 5 of 5 pairs: the median speed-up is 2.00×–2.40× (94% confidence)." in drawn
+    quiet = evaluate(tab, "receipt.js", CARD, {"receipt": {**done, "busy": {**BUSY, "flagged": False}},
+                                               "raceDone": done})
+    assert not any("busy" in text for text in quiet)
+
+
+def test_a_race_of_five_pairs_shows_its_wins_and_interval(tab):
+    tab.open()
+    view = race(tab, "hello", 5)
+    done = wait_race_done(tab)
+    low, high = done["confidence"]["low"], done["confidence"]["high"]
+    assert (done["wins"], done["verdict"]) == (5, "faster")
+    assert view.locator(".race-pairs").inner_text() == \
+        f"Faster in 5 of 5 pairs: the median speed-up is {factor(low)}–{factor(high)} (94% confidence)."
+    assert (view.locator(".race-busy").count() == 1) is done["busy"]["flagged"]
+    assert view.locator(".note-slow-draft").count() == 0
