@@ -10,11 +10,11 @@ import pytest
 import requests
 
 from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.test_browser_conversations import DESKTOP, PHONE, TABLET, open_page  # noqa: F401
 from webapp.store import title_of
 
 pytestmark = pytest.mark.browser
 
-PHONE, TABLET, DESKTOP = (390, 844), (820, 1180), (1280, 800)
 SIZES = pytest.mark.parametrize("size", [PHONE, TABLET, DESKTOP], ids=["phone", "tablet", "desktop"])
 CHAT_MIN_PX = 320  # the chat column's least width beside the panes on a desktop-sized window
 
@@ -45,28 +45,6 @@ def screenshot(page, label: str) -> None:
     if os.environ.get("SPECCHAT_SCREENSHOT"):
         path = Path(os.environ["SPECCHAT_SCREENSHOT"])
         page.screenshot(path=str(path.with_name(f"{path.stem}-{label}.png")))
-
-
-@pytest.fixture
-def open_page(browser, fake_server):  # noqa: F811
-    """open_page(size, path) → a page on the fake server, ready; no page may log an error."""
-    contexts, errors = [], []
-
-    def open_(size=DESKTOP, path="/"):
-        context = browser.new_context(viewport={"width": size[0], "height": size[1]})
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-        page.goto(fake_server.url + path)
-        page.wait_for_selector("#engine[data-state=ready]")
-        page.wait_for_selector("#history-list[aria-busy=false]", state="attached")
-        return page
-
-    yield open_
-    for context in contexts:
-        context.close()
-    assert errors == []
 
 
 def box(page, selector: str) -> dict | None:
@@ -158,6 +136,7 @@ def test_long_titles_and_first_messages_keep_the_layout(open_page, fake_server, 
     for id, title in ((natural, title_of(text(length))), (renamed, text(length, RENAMED))):
         page = open_page(size, f"/?c={id}")
         page.locator(".msg.user .bubble").wait_for()
+        page.wait_for_selector("#history-list .history-link[aria-current=page]", state="attached")
         for state in pane_states(page, size[0]):
             check_layout(page, size, title, f"{size[0]}-{length}-{'renamed' if id == renamed else 'first'}-{state}")
 
