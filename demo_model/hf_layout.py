@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 from . import architecture
-from .checkpoint_files import checkpoint_config, random_parameters
+from .checkpoint_files import checkpoint_config, random_parameters, special_ids
 from .tiny import build_tokenizer, word_mask
 
 VOCAB_SIZE = 2048
@@ -106,6 +106,21 @@ def shard_plan(keys: list[str], shards: int) -> dict[str, str]:
     return plan | {k: names[-1] for k in keys if k not in plan}
 
 
+def mlx_parameters(folder: Path, seed: int = 0) -> tuple[dict, dict]:
+    """(config, parameters) in MLX layout, as mlx-vlm's modules hold them, for the tokenizer in ``folder``:
+    what build_hf_checkpoint writes, before it rewrites them to the Hugging Face layout."""
+    import mlx.core as mx
+    from tokenizers import Tokenizer
+
+    ids = special_ids(Tokenizer.from_file(str(folder / "tokenizer.json")))
+    config = checkpoint_config(ids, text_config(ids["vocab_size"]))
+    weights = random_parameters(config, seed)
+    # As in demo_model.tiny: a zero embedding row gives a zero logit, so greedy output stays printable.
+    key = "language_model.model.embed_tokens.weight"
+    weights[key] = weights[key] * mx.array(word_mask(folder))[:, None]
+    return config, weights
+
+
 def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: bool = True, shards: int = 3,
                         seed: int = 0) -> Path:
     """Write a float Qwen 3.5 checkpoint in Hugging Face layout to the new folder ``out``; return it.
@@ -117,12 +132,8 @@ def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: boo
         raise ValueError("shards must be at least 2: the MTP head has a shard of its own")
     out = Path(out)
     out.mkdir(parents=True)
-    ids = build_tokenizer(out, VOCAB_SIZE)
-    mlx_config = checkpoint_config(ids, text_config(ids["vocab_size"]))
-    weights = random_parameters(mlx_config, seed)
-    # As in demo_model.tiny: a zero embedding row gives a zero logit, so greedy output stays printable.
-    key = "language_model.model.embed_tokens.weight"
-    weights[key] = weights[key] * mx.array(word_mask(out))[:, None]
+    build_tokenizer(out, VOCAB_SIZE)
+    mlx_config, weights = mlx_parameters(out, seed)
     cast = getattr(mx, dtype)
     tensors = {k: v.astype(cast) for k, v in hf_weights(weights, vision).items()}
     plan = shard_plan(list(tensors), shards)

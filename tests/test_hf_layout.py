@@ -4,23 +4,7 @@ import json
 
 import pytest
 
-from demo_model.hf_layout import build_hf_checkpoint, convert, mtp_shards
-
-
-def mlx_parameters(folder):
-    """The MLX-layout parameters build_hf_checkpoint started from (same seed, same tokenizer)."""
-    import mlx.core as mx
-    from tokenizers import Tokenizer
-
-    from demo_model.checkpoint_files import checkpoint_config, random_parameters, special_ids
-    from demo_model.hf_layout import text_config
-    from demo_model.tiny import word_mask
-
-    ids = special_ids(Tokenizer.from_file(str(folder / "tokenizer.json")))
-    weights = random_parameters(checkpoint_config(ids, text_config(ids["vocab_size"])), seed=0)
-    key = "language_model.model.embed_tokens.weight"
-    weights[key] = weights[key] * mx.array(word_mask(folder))[:, None]
-    return weights
+from demo_model.hf_layout import build_hf_checkpoint, convert, mlx_parameters, mtp_shards
 
 
 def load_all(folder):
@@ -49,7 +33,7 @@ def test_float_conversion_gives_back_the_parameters(tmp_path, dtype):
     out = convert(hf, tmp_path / "float", bits=None, mtp=True)
     body, head = load_all(out), load_all(tmp_path / "float-mtp")
     assert not any(k.startswith("mtp.") for k in body)
-    expected = mlx_parameters(hf)
+    _, expected = mlx_parameters(hf)
     for key, value in expected.items():
         got = head[key.removeprefix("mtp.")] if key.startswith("mtp.") else body[key]
         assert got.dtype == getattr(mx, dtype), key
