@@ -120,14 +120,16 @@ def fresh_folder(out: str | Path, keep: tuple[str, ...] = ()) -> Path:
 def random_parameters(config: dict, seed: int) -> dict:
     """mlx-vlm's own freshly initialised parameters for ``config``: the body's, and the MTP head's under
     ``mtp.*`` (the key layout of a native checkpoint). MLX arrays are lazy: nothing is computed until saved."""
+    import importlib
+
     import mlx.core as mx
     from mlx.utils import tree_flatten
-    from mlx_vlm.models.qwen3_5 import Model, ModelConfig
     from mlx_vlm.speculative.drafters.qwen3_5_mtp.config import Qwen3_5MTPConfig
     from mlx_vlm.speculative.drafters.qwen3_5_mtp.qwen3_5_mtp import Qwen3_5MTPDraftModel
 
+    family = importlib.import_module(f"mlx_vlm.models.{config['model_type']}")  # qwen3_5 or qwen3_5_moe
     mx.random.seed(seed)
-    weights = dict(tree_flatten(Model(ModelConfig.from_dict(config)).parameters()))
+    weights = dict(tree_flatten(family.Model(family.ModelConfig.from_dict(config)).parameters()))
     mtp = Qwen3_5MTPDraftModel(Qwen3_5MTPConfig.from_dict(config))
     weights.update({f"mtp.{k}": v for k, v in tree_flatten(mtp.parameters())})
     return weights

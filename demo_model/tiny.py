@@ -100,6 +100,35 @@ def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
     return out
 
 
+def moe_text_config(vocab_size: int) -> dict:
+    """The tiny model's shape with a sparse feed-forward block (``qwen3_5_moe``, the 35B-A3B class): four
+    experts, two per token, and a shared expert, in the body and in the MTP head."""
+    return text_config(vocab_size) | {
+        "model_type": "qwen3_5_moe",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 64,
+        "shared_expert_intermediate_size": 64,
+        "norm_topk_prob": True,
+    }
+
+
+def build_tiny_moe_checkpoint(out: str | Path, seed: int = 0) -> Path:
+    """Write a complete tiny ``qwen3_5_moe`` checkpoint, with its MTP head, to ``out`` and return its path."""
+    import mlx.core as mx
+
+    out = fresh_folder(out)
+    ids = build_tokenizer(out)
+    config = checkpoint_config(ids, moe_text_config(ids["vocab_size"]))
+    config |= {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+               "vision_config": config["vision_config"] | {"model_type": "qwen3_5_moe"}}
+    weights = random_parameters(config, seed)
+    key = "language_model.model.embed_tokens.weight"  # printable greedy output, as in the dense checkpoint
+    weights[key] = weights[key] * mx.array(word_mask(out))[:, None]
+    save_checkpoint(out, config, weights)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="folder to write the checkpoint to")

@@ -22,8 +22,8 @@ from .vlm_loop import VlmLoop
 
 log = logging.getLogger(__name__)
 NO_DRAFTER = "none"
-OWN_LOOP_MODELS = ("qwen3_5",)  # model types whose layers engines/mlx/stepper.py runs
-NOT_OWN_LOOP = {"qwen3_5_moe": "qwen3_5_moe: the own loop does not run MoE yet"}  # why, where it says more
+# Model types whose layers engines/mlx/stepper.py runs (a sparse feed-forward block through mlx-vlm's own).
+OWN_LOOP_MODELS = ("qwen3_5", "qwen3_5_moe")
 
 
 class MlxEngine(Engine):
@@ -316,7 +316,7 @@ def _own_decoder(loaded: LoadedModel):
 
     model_type = getattr(getattr(loaded.model, "config", None), "model_type", None)
     if model_type not in OWN_LOOP_MODELS:
-        return None, set(), NOT_OWN_LOOP.get(model_type, f"{model_type}: the own loop runs Qwen 3.5 models only")
+        return None, set(), f"{model_type}: the own loop runs Qwen 3.5 models (qwen3_5, qwen3_5_moe) only"
     drafter = loaded.drafter if loaded.drafter_kind == "mtp" else None
     stop = resolve_eos_token_ids(loaded.model.config.eos_token_id, loaded.tokenizer)
     return Decoder(loaded.model, drafter), set(stop), None
