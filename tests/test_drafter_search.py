@@ -120,6 +120,23 @@ def test_the_original_in_the_hub_cache_gives_a_drafter_offline_quantized_like_th
     assert (again.path, again.how) == (found.path, "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64, built before")
 
 
+@pytest.mark.parametrize("bits, group_size", [(5, 64), (8, 32)])
+def test_a_built_head_is_what_convert_mtp_writes_at_the_bodys_bits(hf_base, tmp_path, monkeypatch, bits,
+                                                                     group_size):
+    import mlx.core as mx
+
+    hf, cache = hf_base
+    body = convert(HF_BASE, tmp_path / "body", bits=bits, group_size=group_size, hub_cache=cache)
+    convert(hf, tmp_path / "split", bits=bits, group_size=group_size, mtp=True)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    found = find_drafter(body, DrafterSearch(data_dir=tmp_path / "data"))
+    assert found.path.name == f"tinyorg--Tiny-Qwen3.5-mtp-{bits}bit-g{group_size}"
+    built, reference = tensors(found.path), tensors(tmp_path / "split-mtp")
+    assert sorted(built) == sorted(reference)
+    assert all(built[k].dtype == v.dtype and mx.array_equal(built[k], v).item() for k, v in reference.items())
+    assert json.loads((found.path / "config.json").read_text())["quantization"]["bits"] == bits
+
+
 def test_a_float16_body_gets_a_float16_drafter(tmp_path, monkeypatch):
     import mlx.core as mx
 
