@@ -253,6 +253,8 @@ def test_the_server_drafts_with_the_head_of_the_base_drafter_from_names(converte
     assert engine["drafter"] == f"{folder} (mtp)" and engine["drafter_note"] is None
     assert (folder / "config.json").is_file()
     assert any(f"built from {HF_BASE} from the hub cache" in line for line in server.lines)
+    # While it builds, the engine's state says so (the header shows it).
+    assert any(f"loading: building a drafter from the MTP head of {HF_BASE}" in line for line in server.lines)
 
 
 def test_the_picker_lists_the_drafter_each_headless_model_would_get(converted, hf_base, tmp_path, monkeypatch):

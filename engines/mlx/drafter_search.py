@@ -25,7 +25,8 @@ import os
 import shlex
 import shutil
 import struct
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EngineError
@@ -50,6 +51,7 @@ class DrafterSearch:
     models_dir: Path | None = None
     allow_downloads: bool = False  # fetch the head's shard(s) of the base model
     base_model: str | None = None  # --drafter-from: the hub id the model was converted from
+    report: Callable[[str], None] | None = field(default=None, compare=False)  # a slow step, in words
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,11 @@ class Finder:
             parts += ["--from", base]
         return "`" + shlex.join([*parts, *extra]) + "`"
 
+    def say(self, step: str) -> None:
+        log.info("drafter: %s", step)
+        if self.search.report is not None:
+            self.search.report(step)
+
     def find(self) -> FoundDrafter:
         for folder, how in self.standalone_folders():
             if self.fits(folder):
@@ -316,12 +323,14 @@ class Finder:
             source = self.cached_head(repo_id)
             how = "from the hub cache"
             if source is None and self.search.allow_downloads:
+                self.say(f"fetching the MTP head of {repo_id} (only the shards that hold it)")
                 source, how = self.download_head(repo_id), "with only its MTP shard downloaded"
             if source is not None:
                 if self.search.data_dir is None:
                     raise NoDrafter(f"{repo_id}'s MTP head is in the hub cache, but there is no data folder to "
                                     f"store a drafter in. Run {self.command()}, then pass --drafter with "
                                     "the folder it prints.")
+                self.say(f"building a drafter from the MTP head of {repo_id}")
                 out = self.build(source, repo_id)
                 return FoundDrafter(out, f"built from {repo_id} {how}")
         raise NoDrafter(self.nothing_found(bases))
