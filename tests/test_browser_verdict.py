@@ -148,3 +148,15 @@ def test_a_race_of_five_pairs_shows_its_wins_and_interval(tab):
         f"Faster in 5 of 5 pairs: the median speed-up is {factor(low)}–{factor(high)} (94% confidence)."
     assert (view.locator(".race-busy").count() == 1) is done["busy"]["flagged"]
     assert view.locator(".note-slow-draft").count() == 0
+
+
+def test_runs_auto_from_the_page_adds_pairs_until_they_settle(tab):
+    tab.open()
+    view = race(tab, "hello", "auto")
+    done = wait_race_done(tab)
+    assert next(f for f in tab.sent if f.get("type") == "race")["runs"] == "auto"
+    assert (done["runs"], done["verdict"]) == (5, "faster")  # the fake's drafter wins every pair
+    assert view.locator(".race-pairs").inner_text().startswith("Faster in 5 of 5 pairs")
+    tab.page.reload()
+    tab.page.wait_for_selector("#engine[data-state=ready]")
+    assert tab.page.locator("#race-runs").input_value() == "auto"  # kept for the next race

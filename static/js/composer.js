@@ -11,7 +11,7 @@ export class Composer {
    * @param {{form: HTMLFormElement, prompt: HTMLTextAreaElement, send: HTMLButtonElement,
    *          stop: HTMLButtonElement, race: HTMLButtonElement, runs: HTMLSelectElement,
    *          sweep: HTMLButtonElement, hint: HTMLElement,
-   *          onSend: (text: string) => boolean, onRace: (text: string, runs: number) => boolean,
+   *          onSend: (text: string) => boolean, onRace: (text: string, runs: number|"auto") => boolean,
    *          onSweep: (text: string) => boolean, onStop: () => void}} parts
    * `onSend`, `onRace` and `onSweep` return whether the text went out; if not, it stays in the box.
    */
@@ -53,13 +53,15 @@ export class Composer {
     race.addEventListener("click", () => this.submit("race"));
     sweep.addEventListener("click", () => this.submit("sweep"));
     for (let n = 1; n <= 9; n++) runs.append(new Option(String(n), String(n)));
-    runs.value = String(Math.min(9, Math.max(1, Number(loadPref("raceRuns", 3)) || 3)));
+    runs.append(new Option("auto", "auto")); // 5 to 9 pairs, until they settle the speed-up
+    const saved = loadPref("raceRuns", 3);
+    runs.value = saved === "auto" ? "auto" : String(Math.min(9, Math.max(1, Number(saved) || 3)));
     runs.addEventListener("change", () => savePref("raceRuns", this.runs));
   }
 
-  /** Pairs of runs a race makes (1-9). */
+  /** Pairs of runs a race makes (1-9), or "auto": the server adds pairs until they settle the speed-up. */
   get runs() {
-    return Number(this.runsSelect.value);
+    return this.runsSelect.value === "auto" ? "auto" : Number(this.runsSelect.value);
   }
 
   /**
