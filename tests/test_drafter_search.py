@@ -148,7 +148,7 @@ def test_a_float16_body_gets_a_float16_drafter(tmp_path, monkeypatch):
     found = find_drafter(body, DrafterSearch(data_dir=tmp_path / "data"))
     assert found.path.name == "tinyorg--F16-mtp-float16"
     config = json.loads((found.path / "config.json").read_text())
-    assert "quantization" not in config
+    assert "quantization" not in config and config["text_config"]["dtype"] == "float16"
     weights = tensors(found.path)
     assert {v.dtype for v in weights.values()} == {mx.float16}
     assert not any(k.endswith(".scales") for k in weights)

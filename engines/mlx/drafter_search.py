@@ -399,6 +399,8 @@ def write_drafter(source: Path, out: Path, dtype: str, quantize: dict | None, re
         weights = quantized(weights, quantize)
         draft_config["quantization"] = draft_config["quantization_config"] = quantize
     draft_config["base_model"] = repo_id
+    if isinstance(draft_config.get("text_config"), dict):  # the dtype it holds now, not the source's
+        draft_config["text_config"] = {**draft_config["text_config"], "dtype": dtype}
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)  # a build cut short before; only ever written here
     partial.mkdir(parents=True)
