@@ -108,6 +108,11 @@ def test_a_sweep_judges_each_block_and_runs_auto_settles_every_block(fake_server
     assert rows[1]["ratios"] == [1.0] * 5 and rows[1]["verdict"] == "unclear"
     receipt = requests.get(fake_server.url + summary["receipt"]).json()["receipt"]
     assert receipt["rows"] == summary["rows"] and "--runs 5" in receipt["command"]
+    assert receipt["busy"] == summary["busy"] and set(summary["busy"]) == {"percent", "flagged", "threshold"}
+    page = requests.get(fake_server.url + summary["receipt"], params={"format": "markdown"}).text
+    confidence = rows[4]["confidence"]
+    assert f"| faster: 5 of 5 pairs faster, 94% interval {confidence['low']}–{confidence['high']}× |" in page
+    assert ("The machine was busy" in page) is summary["busy"]["flagged"]
 
 
 @pytest.mark.parametrize("runs", ["Auto", "9x", 2.5, True])
