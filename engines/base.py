@@ -155,6 +155,13 @@ class Engine(ABC):
         its oldest turns; None when the engine cannot tell (then every turn is sent)."""
         return None
 
+    def divergence_margin(self, messages: list[Message], options: GenerationOptions, off: Message,
+                          on: Message) -> float | None:
+        """Where two greedy replies to ``messages`` (``off``'s and ``on``'s, as said) first differ: the target's
+        top-1 minus top-2 logit at that token, in ``off``'s context; a near-tie that two ways of computing
+        round differently shows as a margin near 0. None when the engine cannot tell (daemon engines)."""
+        return None
+
     @abstractmethod
     def unload(self) -> None: ...
 

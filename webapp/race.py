@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engines import EngineError, GenerationOptions
+from engines import Engine, EngineError, GenerationOptions, Message
 
 from .busy import CpuWatch
 from .conversation import Conversation, Said, new_message, produced_by
@@ -65,10 +65,12 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
     parent = conversation.parent_for(frame.parent, frame.parent_given)
     started_at, context = time.time(), len(conversation.history(parent))
 
-    def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None) -> dict:
+    def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None, messages: list[Message]) -> dict:
         off, on = (tally(results, lane, lanes[0]) for lane in lanes)
         finish, error = outcome(results, cancel)
         summary = race_summary(frame.id, finish, error, off, on, busy, options.draft_block_size)
+        if summary["first_divergence"] and options.temperature == 0.0:
+            summary["first_divergence"]["margin"] = divergence_margin(host.engine, results, lanes, messages)
         summary["receipt"] = host.receipts.record(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, runs=frame.runs,
             context_messages=context, at=started_at,
@@ -106,8 +108,8 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
             summary["error"] = error
         return summary
 
-    def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None) -> dict:
-        summary = sweep_summary(results, *outcome(results, cancel), busy)
+    def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None, messages: list[Message]) -> dict:
+        summary = sweep_summary(results, *outcome(results, cancel), busy)  # a sweep weighs no divergence
         summary["receipt"] = host.receipts.record_sweep(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, blocks=frame.blocks,
             runs=frame.runs, context_messages=context, at=started_at,
@@ -136,8 +138,22 @@ def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally
     return summary
 
 
+def divergence_margin(engine: Engine, results: list[LaneRun], lanes: list[Lane],
+                      messages: list[Message]) -> float | None:
+    """The target's logit margin where the first pair whose answers differ parts (in run order, as
+    ``first_divergence``), in the drafter-off lane's context: one forward on the engine's model thread."""
+    complete = {(r.run, r.prompt, r.lane.key): r for r in results if r.complete}
+    for (run, prompt, lane), on in sorted(complete.items(), key=lambda item: item[0][:2]):
+        off = complete.get((run, prompt, "off"))
+        if lane == "on" and off is not None and off.answer != on.answer:
+            said = (Message("assistant", reply.answer, reply.thinking) for reply in (off, on))
+            return engine.divergence_margin(messages, lanes[0].options, *said)
+    return None
+
+
 def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int | str,
-         kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None], dict], broke_off: Callable[[], dict],
+         kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None, list[Message]], dict],
+         broke_off: Callable[[], dict],
          parent: str | None) -> None:
     """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
     failed race), then play every lane in the conversation (runs "auto": until the pairs settle it) and
@@ -177,7 +193,7 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
             watch = CpuWatch()
             results = run_lanes(replies, cancel, lambda frame: conversation.emit(tagged(frame)),
                                 enough_pairs(runs, lanes))
-            summary = {**summarize(results, cancel, watch.result()), "message": reply["id"]}
+            summary = {**summarize(results, cancel, watch.result(), messages), "message": reply["id"]}
             shown = next((r for r in reversed(results) if r.lane == kept), None)
             if shown is None:
                 return Said(finish_reason=summary["finish_reason"], last=summary)

@@ -22,6 +22,7 @@ from .machine import machine, versions
 
 log = logging.getLogger(__name__)
 KEEP_IN_MEMORY = 64
+NEAR_TIE = 0.5  # a logit margin below this is within what two roundings of a bfloat16 step can move
 
 
 class Receipts:
@@ -188,7 +189,7 @@ def markdown(receipt: dict) -> str:
     depth, divergence = receipt["acceptance_by_depth"], receipt["first_divergence"]
     identical = {True: "yes", False: "no", None: "–"}[receipt["identical"]]
     if divergence:
-        identical += f" (first difference at character {divergence['index']})"
+        identical += f" (first difference at character {divergence['index']}{_margin_words(divergence)})"
     earlier = f" (after {receipt['context_messages']} earlier messages)" if receipt["context_messages"] else ""
     lines = [
         f"# specchat race {receipt['id']}",
@@ -221,6 +222,16 @@ def markdown(receipt: dict) -> str:
         *_provenance(receipt),
     ]
     return "\n".join(lines)
+
+
+def _margin_words(divergence: dict) -> str:
+    """How near a tie the target's choice was where greedy lanes parted (``margin``), when it is known."""
+    margin = divergence.get("margin")
+    if margin is None:
+        return ""
+    if margin < NEAR_TIE:
+        return f": a near-tie (margin {margin:.2g}) rounded differently; both continuations are greedy"
+    return f", where the target's top two logits are {margin:.2f} apart"
 
 
 def _loop_words(receipt: dict) -> str:

@@ -225,6 +225,33 @@ class MlxEngine(Engine):
                 f"The conversation is {prompt_tokens} tokens; this model holds at most {limit}. "
                 "Start a new chat, or send a shorter message.", code="context_length")
 
+    def divergence_margin(self, messages: list[Message], options: GenerationOptions, off: Message,
+                          on: Message) -> float | None:
+        """One forward of the target over the prompt and the replies' common tokens, on the model thread (the
+        replies' text encoded again, which gives the tokens the model chose where it writes its tokenizer's
+        own encoding). None without the own loop's target, for replies alike, or if it fails."""
+        if self._decoder is None or self._prompts is None:
+            return None
+        try:
+            return self._thread.submit(self._margin, messages, options, off, on).result()
+        except Exception:
+            log.exception("the logit margin where two replies part could not be computed")
+            return None
+
+    def _margin(self, messages: list[Message], options: GenerationOptions, off: Message, on: Message) -> float | None:
+        import mlx.core as mx
+
+        thinking = options.reasoning_budget > 0
+        ours, theirs = (self._prompts.continuation_ids(options.system_prompt, [*messages, reply], thinking)
+                        for reply in (off, on))
+        if ours == theirs:
+            return None
+        common = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
+        target = self._decoder.target
+        hidden = target.prefill(target.new_caches(), ours[:common], options.prefill_step_size)
+        first, second = mx.topk(target.head(hidden[:, -1:]).astype(mx.float32).reshape(-1), 2).tolist()
+        return round(abs(first - second), 6)
+
     def _loop(self, turn: Turn):
         """specchat's own loop unless the settings ask for mlx-vlm's or the model or drafter needs it."""
         reason = self._vlm_reason(turn.options)

@@ -45,6 +45,17 @@ function slower(raceDone) {
   return raceDone.speedup?.max != null && raceDone.speedup.max < 1;
 }
 
+// A logit margin below this is within what two roundings of a bfloat16 step can move (as in receipts.py).
+const NEAR_TIE = 0.5;
+
+/** How near a tie the target's choice was where greedy lanes parted. */
+function marginWords(margin) {
+  if (margin < NEAR_TIE) {
+    return `A near-tie (margin ${Number(margin.toPrecision(2))}) rounded differently; both continuations are greedy.`;
+  }
+  return `The target's top two logits there are ${margin.toFixed(2)} apart.`;
+}
+
 /** Render `raceDone` (the `race_done` frame) into `el`. */
 export function renderRaceSummary(el, raceDone) {
   const { off = {}, on = {}, speedup, runs } = raceDone;
@@ -115,9 +126,10 @@ export function renderRaceSummary(el, raceDone) {
     same.dataset.identical = "true";
     same.textContent = "✓ Identical output in both lanes";
   } else if (raceDone.first_divergence) {
-    const { index, off: offText, on: onText } = raceDone.first_divergence;
+    const { index, off: offText, on: onText, margin } = raceDone.first_divergence;
     same.dataset.identical = "false";
     same.textContent = `Outputs differ from character ${index}: off ${quote(offText)}, on ${quote(onText)}`;
+    if (margin != null) same.textContent += `. ${marginWords(margin)}`;
   } else if (raceDone.identical === false) {
     same.dataset.identical = "false";
     same.textContent = "The lanes' outputs differ.";
