@@ -258,6 +258,9 @@ def test_slow_drafting_gets_a_notice_with_a_block_that_the_depths_or_the_sweep_s
     block = tab.of_type("hello")[0]["settings"]["draft_block_size"]
     # So far short, a smaller block's fewer drafts cannot make it up: the drafter off, not block − 1.
     assert f"no block below {block} should beat the drafter off" in note.inner_text()
+    # A reply timed while other work took the machine says so.
+    busy = [f for f in tab.frames if f.get("type") == "done"][-1]["stats"]["busy"]
+    assert ("The machine was busy" in note.inner_text()) is busy["flagged"]
     seen = len(tab.frames)
     note.get_by_role("button", name="Turn the drafter off").click()
     assert wait_for_frame(tab, "settings", seen)["values"]["speculative"] is False

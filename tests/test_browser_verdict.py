@@ -32,17 +32,22 @@ JUDGE = """(m, {baseline, stats}) => {
     ({"tok_s": 54.4, "prompt_tokens": 40}, {"tok_s": 54.1, "acceptance": 0.98, "prompt_tokens": 60}, None),
     ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 90.5, "prompt_tokens": 40}, None),  # 9.5% short
     ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 89.0, "prompt_tokens": 40},
-     {"on": 89.0, "off": 100.0, "source": "race", "noise": 0.1}),
+     {"on": 89.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": None}),
     # The drafter-off runs spread 90–110: their half-range adds 10% of noise, so 85 is within it and 79 not.
     ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 85.0, "prompt_tokens": 40},
      None),
     ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 79.0, "prompt_tokens": 40},
-     {"on": 79.0, "off": 100.0, "source": "race", "noise": 0.2}),
+     {"on": 79.0, "off": 100.0, "source": "race", "noise": 0.2, "busy": None}),
     # Not at a similar context: 40 tokens against 2000 (more than 512 apart and a factor of 2), or unknown.
     ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 10.0, "prompt_tokens": 2000}, None),
     ({"tok_s": 100.0}, {"tok_s": 10.0, "prompt_tokens": 40}, None),
     ({"tok_s": 100.0, "prompt_tokens": 1500}, {"tok_s": 10.0, "prompt_tokens": 2900},
-     {"on": 10.0, "off": 100.0, "source": "race", "noise": 0.1}),
+     {"on": 10.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": None}),
+    # Timed while other work took the machine: the notice carries that, to say so.
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 50.0, "prompt_tokens": 40, "busy": BUSY},
+     {"on": 50.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": BUSY}),
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 50.0, "prompt_tokens": 40, "busy": {**BUSY, "flagged": False}},
+     {"on": 50.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": None}),
 ])
 def test_a_reply_is_judged_slower_only_beyond_the_noise_at_a_similar_context(tab, baseline, stats, notice):
     tab.open()

@@ -86,3 +86,12 @@ def test_a_race_on_a_busy_machine_says_so_and_a_quiet_one_does_not(fake_server):
     baseline = requests.get(fake_server.url + "/api/baseline").json()["baseline"]
     assert baseline["busy"] == busy["busy"] and baseline["spread"] == busy["off"]["tok_s"]
     assert baseline["prompt_tokens"] == busy["off"]["stats"]["prompt_tokens"] > 0
+
+
+def test_a_chat_replys_stats_say_how_busy_the_machine_was(fake_server):
+    with WsClient(fake_server.ws_url) as ws:
+        quiet = ws.chat("quiet")[0]["stats"]["busy"]
+        with burners():
+            busy = ws.chat("busy")[0]["stats"]["busy"]
+    assert busy["flagged"] is True and busy["percent"] >= quiet["percent"] - 5
+    assert quiet["flagged"] is (quiet["percent"] > THRESHOLD * 100)

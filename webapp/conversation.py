@@ -19,6 +19,7 @@ from typing import Protocol
 
 from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Message, Thinking, Turn, guarded
 
+from .busy import CpuWatch
 from .errors import ClientError
 from .frames import reply_frame
 from .store import Store, new_id, now
@@ -291,6 +292,7 @@ class Conversation:
         self.emit(start)
         autosave = Autosave(lambda answer, thinking: self._write(self._store.save_reply, reply["id"], answer,
                                                                  thinking), said[Answer], said[Thinking])
+        watch = CpuWatch()  # how much of the CPU other work took meanwhile: a caveat on the reply's rate
         try:
             for event in guarded(events):
                 if isinstance(event, (Thinking, Answer)):
@@ -301,7 +303,7 @@ class Conversation:
             autosave.close()  # before the final write, which no later save may overtake
         # guarded() ends with exactly one Done: the last event.
         last = reply_frame(event, tag)
-        last["stats"] = {**event.stats, "dropped_turns": dropped}
+        last["stats"] = {**event.stats, "dropped_turns": dropped, "busy": watch.result()}
         stats = {**last["stats"], "error": last["error"]} if "error" in last else last["stats"]
         return Said("".join(said[Answer]), "".join(said[Thinking]), event.finish_reason, stats, last)
 

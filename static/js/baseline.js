@@ -179,7 +179,8 @@ export class Baseline {
   /**
    * The notice for a finished reply, or null: a drafter ran, long enough for its rate to mean
    * something, at a context similar to the drafter-off rate's, and decoded slower than that rate by
-   * more than the noise of the two (`noiseOf`). `{on, off, source, noise}`.
+   * more than the noise of the two (`noiseOf`). `{on, off, source, noise, busy}`: `busy` the reply's
+   * `stats.busy` when other work took the machine meanwhile, else null.
    */
   judge(stats) {
     const off = this.rate;
@@ -188,6 +189,6 @@ export class Baseline {
     const known = this.rates[this.key];
     const noise = noiseOf(known);
     if (!similarContext(known.prompt_tokens, stats.prompt_tokens) || stats.tok_s >= off * (1 - noise)) return null;
-    return { on: stats.tok_s, off, source: known.source, noise };
+    return { on: stats.tok_s, off, source: known.source, noise, busy: stats.busy?.flagged ? stats.busy : null };
   }
 }

@@ -3,6 +3,7 @@
 
 import { conversationPath, request } from "@app/api.js";
 import { adviceText, adviseBlock, Baseline } from "@app/baseline.js";
+import { busyText } from "@app/busy.js";
 import { Composer } from "@app/composer.js";
 import { Conversation } from "@app/conversation.js";
 import { bindTintToggle } from "@app/drafted-tint.js";
@@ -313,7 +314,8 @@ function judgeReply(stats) {
   const text =
     `Drafting is not paying off: ${formatRate(verdict.on)} tok/s with the drafter, ` +
     `${formatRate(verdict.off)} tok/s without it (${source}): slower by more than the ` +
-    `${Math.round(verdict.noise * 100)}% two measurements of one speed can differ by. ${adviceText(advice, block)}`;
+    `${Math.round(verdict.noise * 100)}% two measurements of one speed can differ by. ${adviceText(advice, block)}` +
+    (verdict.busy ? ` ${busyText(verdict.busy)}` : "");
   const action = advice.block > 1
     ? { label: `Use block ${advice.block}`, run: () => applyBlock(advice.block) }
     : { label: "Turn the drafter off", run: () => applyBlock(1) };
