@@ -28,26 +28,26 @@ JUDGE = """(m, {baseline, stats}) => {
 
 
 @pytest.mark.parametrize("baseline, stats, notice", [
-    # The false alarm of a presenter's demo: 54.1 against 54.4 at 98% accepted is 0.6% short, inside the 10%.
+    # The false alarm of a presenter's demo: 54.1 against 54.4 at 98% accepted is 0.6% short, inside the 20%.
     ({"tok_s": 54.4, "prompt_tokens": 40}, {"tok_s": 54.1, "acceptance": 0.98, "prompt_tokens": 60}, None),
-    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 90.5, "prompt_tokens": 40}, None),  # 9.5% short
-    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 89.0, "prompt_tokens": 40},
-     {"on": 89.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": None}),
-    # The drafter-off runs spread 90–110: their half-range adds 10% of noise, so 85 is within it and 79 not.
-    ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 85.0, "prompt_tokens": 40},
-     None),
-    ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 79.0, "prompt_tokens": 40},
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 80.5, "prompt_tokens": 40}, None),  # 19.5% short
+    ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 79.0, "prompt_tokens": 40},
      {"on": 79.0, "off": 100.0, "source": "race", "noise": 0.2, "busy": None}),
+    # The drafter-off runs spread 90–110: their half-range adds 10% of noise, so 75 is within it and 69 not.
+    ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 75.0, "prompt_tokens": 40},
+     None),
+    ({"tok_s": 100.0, "spread": {"min": 90, "max": 110}, "prompt_tokens": 40}, {"tok_s": 69.0, "prompt_tokens": 40},
+     {"on": 69.0, "off": 100.0, "source": "race", "noise": 0.3, "busy": None}),
     # Not at a similar context: 40 tokens against 2000 (more than 512 apart and a factor of 2), or unknown.
     ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 10.0, "prompt_tokens": 2000}, None),
     ({"tok_s": 100.0}, {"tok_s": 10.0, "prompt_tokens": 40}, None),
     ({"tok_s": 100.0, "prompt_tokens": 1500}, {"tok_s": 10.0, "prompt_tokens": 2900},
-     {"on": 10.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": None}),
+     {"on": 10.0, "off": 100.0, "source": "race", "noise": 0.2, "busy": None}),
     # Timed while other work took the machine: the notice carries that, to say so.
     ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 50.0, "prompt_tokens": 40, "busy": BUSY},
-     {"on": 50.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": BUSY}),
+     {"on": 50.0, "off": 100.0, "source": "race", "noise": 0.2, "busy": BUSY}),
     ({"tok_s": 100.0, "prompt_tokens": 40}, {"tok_s": 50.0, "prompt_tokens": 40, "busy": {**BUSY, "flagged": False}},
-     {"on": 50.0, "off": 100.0, "source": "race", "noise": 0.1, "busy": None}),
+     {"on": 50.0, "off": 100.0, "source": "race", "noise": 0.2, "busy": None}),
 ])
 def test_a_reply_is_judged_slower_only_beyond_the_noise_at_a_similar_context(tab, baseline, stats, notice):
     tab.open()
@@ -56,11 +56,14 @@ def test_a_reply_is_judged_slower_only_beyond_the_noise_at_a_similar_context(tab
 
 @pytest.mark.parametrize("lost, advice", [
     # Block 16 at 98% kept at every depth, 40 against 54 tok/s: a draft costs (15.7·54/40 − 1)/15 ≈ 1.35 plain
-    # steps, more than the 0.98 of a token it yields, so no smaller block pays: the drafter off, never 15.
+    # steps, more than the 0.98 of a token it yields, so no smaller block pays (block 2 would make about 45.6):
+    # the drafter off, never 15.
     ({"block": 16, "on": 40, "off": 54, "byDepth": [0.98] * 15}, {"block": 1, "basis": "rates"}),
-    # Block 4 kept 95%, 90%, 10%; 45 against 50: a draft costs (2.95·50/45 − 1)/3 ≈ 0.759 steps; block 2 would
-    # make 1.95·50/1.759 ≈ 55.4, block 3 2.85·50/2.519 ≈ 56.6 tok/s, past 50 + 10%: block 3.
-    ({"block": 4, "on": 45, "off": 50, "byDepth": [0.95, 0.9, 0.1]}, {"block": 3, "basis": "depth"}),
+    # Block 4 kept 95%, 90%, 5%; 49 against 50: a draft costs (2.9·50/49 − 1)/3 ≈ 0.653 steps; block 2 would
+    # make 1.95·50/1.653 ≈ 59.0, block 3 2.85·50/2.306 ≈ 61.8 tok/s, past 50 + 20%: block 3.
+    ({"block": 4, "on": 49, "off": 50, "byDepth": [0.95, 0.9, 0.05]}, {"block": 3, "basis": "depth"}),
+    # 45 against 50 at 95%, 90%, 10%: block 3 would make about 56.6 tok/s, within 20% of the drafter off.
+    ({"block": 4, "on": 45, "off": 50, "byDepth": [0.95, 0.9, 0.1]}, {"block": 1, "basis": "rates"}),
     # Block 2 lost: there is no smaller block.
     ({"block": 2, "on": 40, "off": 50, "byDepth": [0.9]}, {"block": 1, "basis": "rates"}),
     # The last sweep: the fastest block below the one that lost that it measured faster than block 1.

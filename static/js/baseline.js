@@ -6,9 +6,10 @@ import { formatRate } from "@app/format.js";
 import { loadPref, savePref } from "@app/prefs.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
 
-// One reply's decode rate against another's of the same settings on a quiet machine differs by up to this
-// share; a drafter-on reply is "not paying off" only when it is slower than the drafter-off rate by more.
-export const NOISE = 0.1;
+// One reply's decode rate against another's of the same settings can differ by this share (9 runs of one
+// setting on a shared 2-core machine spread ±16% around their median); a drafter-on reply is "not paying
+// off" only when it is slower than the drafter-off rate by more.
+export const NOISE = 0.2;
 // Decode rates are compared only at a similar context: within this many tokens, or a factor of 2.
 export const CONTEXT_SLACK = 512;
 
@@ -36,7 +37,7 @@ export function similarContext(a, b) {
 export function noiseOf(known) {
   const spread = known?.spread;
   if (!spread || typeof spread.min !== "number" || typeof spread.max !== "number" || !known.tok_s) return NOISE;
-  return NOISE + Math.max(0, spread.max - spread.min) / (2 * known.tok_s);
+  return Math.round((NOISE + Math.max(0, spread.max - spread.min) / (2 * known.tok_s)) * 1000) / 1000;
 }
 
 /**
