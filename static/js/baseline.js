@@ -108,7 +108,8 @@ export class Baseline {
     const known = this.key && this.rates[this.key];
     if (!known) return "Drafter-off speed: not measured yet. A race or a measurement sets it.";
     const from = known.source === "race" ? "from the last race" : "measured";
-    return `Drafter-off speed: ${formatRate(known.tok_s)} tok/s (${from}). Drafter-on replies slower than this get a notice.`;
+    return `Drafter-off speed: ${formatRate(known.tok_s)} tok/s (${from}). Drafter-on replies slower than this ` +
+      `by more than ${Math.round(noiseOf(known) * 100)}% get a notice.`;
   }
 
   /**
@@ -162,7 +163,9 @@ export class Baseline {
   /** A finished block sweep: its rows advise a block when drafting does not pay. */
   fromSweep(sweepDone) {
     if (!this.key || !Array.isArray(sweepDone?.rows)) return;
-    const rows = sweepDone.rows.map((row) => ({ block: row.block, tok_s: row.tok_s?.median ?? null, verdict: row.verdict ?? null }));
+    const rows = sweepDone.rows.map((row) => ({
+      block: row.block, tok_s: row.tok_s?.median ?? null, verdict: row.verdict ?? null,
+    }));
     this.sweeps = { ...this.sweeps, [this.key]: rows };
     savePref("sweeps", this.sweeps);
   }
