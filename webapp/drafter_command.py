@@ -8,7 +8,8 @@ import shlex
 import sys
 from pathlib import Path
 
-from engines.mlx.drafter_search import DrafterSearch, NoDrafter, base_models, can_search, find_drafter, read_json
+from engines.mlx.checkpoints import cached_file, has_bundled_mtp, read_json
+from engines.mlx.drafter_search import DrafterSearch, NoDrafter, base_models, can_search, find_drafter
 
 
 class _Parser(argparse.ArgumentParser):
@@ -36,7 +37,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def model_folder(spec: str) -> Path:
     """The folder of ``spec``: a path, or a hub id's snapshot in the hub cache (nothing is downloaded)."""
-    from engines.mlx.drafter_search import cached_file
     from engines.mlx.loading import check_model_dir, looks_like_path
 
     if looks_like_path(spec):
@@ -51,7 +51,6 @@ def model_folder(spec: str) -> Path:
 
 def main(argv: list[str]) -> int:
     from engines import EngineError
-    from engines.mlx.loading import has_bundled_mtp
 
     from .cli import default_data_dir
 

@@ -21,22 +21,19 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shlex
 import shutil
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EngineError
+from .checkpoints import INDEX, cached_file, head_shards, hf_hub_cache, hub_repo_of, read_json, tensor_names
 
 log = logging.getLogger(__name__)
 DRAFTER_TYPE = "qwen3_5_mtp"
 BODY_TYPES = ("qwen3_5", "qwen3_5_moe")  # model types whose MTP head mlx-vlm's splitter extracts
 SHAPE_KEYS = (("hidden_size", "hidden size"), ("vocab_size", "vocabulary"), ("num_hidden_layers", "layer count"))
-INDEX = "model.safetensors.index.json"
-MAX_HEADER = 64 << 20  # a safetensors header is JSON; far larger means a damaged file
 
 
 class NoDrafter(EngineError):
@@ -60,22 +57,6 @@ class FoundDrafter:
     how: str  # where it came from, in words
 
 
-def hf_hub_cache() -> Path:
-    """Where huggingface_hub keeps downloads: $HF_HUB_CACHE, else $HF_HOME/hub, else ~/.cache/huggingface/hub."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return Path(os.environ["HF_HUB_CACHE"]).expanduser()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return Path(os.environ.get("HF_HOME") or cache / "huggingface").expanduser() / "hub"
-
-
-def read_json(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def text_config(config: dict) -> dict:
     text = config.get("text_config")
     return text if isinstance(text, dict) else config
@@ -87,38 +68,6 @@ def mismatch(body: dict, other: dict) -> str | None:
     for key, words in SHAPE_KEYS:
         if mine.get(key) != theirs.get(key):
             return f"{words} {theirs.get(key)}, not {mine.get(key)}"
-    return None
-
-
-def tensor_names(folder: Path) -> list[str] | None:
-    """Tensor names from the index, else from the files' headers (nothing is loaded); None when unreadable."""
-    index = folder / INDEX
-    try:
-        if index.is_file():
-            return list(json.loads(index.read_text()).get("weight_map", {}))
-        names = []
-        for file in folder.glob("*.safetensors"):
-            with file.open("rb") as f:
-                (length,) = struct.unpack("<Q", f.read(8))
-                if length > MAX_HEADER:
-                    return None
-                names += [k for k in json.loads(f.read(length)) if k != "__metadata__"]
-        return names
-    except (OSError, ValueError, struct.error, AttributeError):
-        return None
-
-
-def head_shards(folder: Path) -> list[str]:
-    """The files of the index that hold ``mtp.*`` tensors (``[]``: none, or no index)."""
-    weight_map = (read_json(folder / INDEX) or {}).get("weight_map") or {}
-    return sorted({file for key, file in weight_map.items() if key.startswith("mtp.")})
-
-
-def hub_repo_of(path: Path) -> str | None:
-    """``ORG/NAME`` when ``path`` is a snapshot in a hub cache (``models--ORG--NAME/snapshots/REV``)."""
-    repo = path.parent.parent
-    if path.parent.name == "snapshots" and repo.name.startswith("models--"):
-        return repo.name.removeprefix("models--").replace("--", "/")
     return None
 
 
@@ -176,13 +125,6 @@ def store_name(repo_id: str, config: dict, dtype: str) -> str:
     else:
         kind = f"{q['bits']}bit-g{q['group_size']}" if q["mode"] == "affine" else f"{q['mode']}-g{q['group_size']}"
     return f"{repo_id.replace('/', '--')}-mtp-{kind}"
-
-
-def cached_file(repo_id: str, filename: str) -> Path | None:
-    from huggingface_hub import try_to_load_from_cache
-
-    found = try_to_load_from_cache(repo_id, filename, cache_dir=hf_hub_cache())
-    return Path(found) if isinstance(found, str) else None
 
 
 class Finder:

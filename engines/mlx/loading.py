@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelNotFound
+from .checkpoints import has_bundled_mtp
 from .drafter_search import DrafterSearch, FoundDrafter, NoDrafter, can_search, find_drafter
 
 log = logging.getLogger(__name__)
@@ -70,20 +71,6 @@ def normalise_rope_parameters(config: dict) -> dict:
 def read_config(path: Path) -> dict:
     """The model's own config.json: apply_chat_template needs its model_type."""
     return normalise_rope_parameters(json.loads((path / "config.json").read_text()))
-
-
-def has_bundled_mtp(path: Path) -> bool:
-    """True when the checkpoint carries a native MTP head (``mtp.*`` tensors)."""
-    index = path / "model.safetensors.index.json"
-    if index.is_file():
-        return any(k.startswith("mtp.") for k in json.loads(index.read_text()).get("weight_map", {}))
-    from safetensors import safe_open
-
-    for file in path.glob("*.safetensors"):
-        with safe_open(str(file), framework="numpy") as f:
-            if any(k.startswith("mtp.") for k in f.keys()):
-                return True
-    return False
 
 
 @dataclass
