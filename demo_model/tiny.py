@@ -83,14 +83,18 @@ def word_mask(out: Path) -> list[float]:
     return mask
 
 
-def build_tiny_checkpoint(out: str | Path, seed: int = 0) -> Path:
-    """Write a complete tiny checkpoint to ``out`` (replacing it) and return its path."""
+def build_tiny_checkpoint(out: str | Path, seed: int = 0, moe: bool = False) -> Path:
+    """Write a complete tiny checkpoint to ``out`` (replacing it) and return its path; ``moe``: a
+    ``qwen3_5_moe`` one (``moe_text_config``)."""
     import mlx.core as mx
 
     out = fresh_folder(out)
     ids = build_tokenizer(out)
     # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
-    config = checkpoint_config(ids, text_config(ids["vocab_size"]))
+    config = checkpoint_config(ids, (moe_text_config if moe else text_config)(ids["vocab_size"]))
+    if moe:
+        config |= {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
+                   "vision_config": config["vision_config"] | {"model_type": "qwen3_5_moe"}}
     weights = random_parameters(config, seed)
     # Random weights would often pick byte fragments that never decode to text. With tied
     # embeddings, a zero row gives a zero logit, so greedy decoding keeps to printable tokens.
@@ -113,28 +117,13 @@ def moe_text_config(vocab_size: int) -> dict:
     }
 
 
-def build_tiny_moe_checkpoint(out: str | Path, seed: int = 0) -> Path:
-    """Write a complete tiny ``qwen3_5_moe`` checkpoint, with its MTP head, to ``out`` and return its path."""
-    import mlx.core as mx
-
-    out = fresh_folder(out)
-    ids = build_tokenizer(out)
-    config = checkpoint_config(ids, moe_text_config(ids["vocab_size"]))
-    config |= {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
-               "vision_config": config["vision_config"] | {"model_type": "qwen3_5_moe"}}
-    weights = random_parameters(config, seed)
-    key = "language_model.model.embed_tokens.weight"  # printable greedy output, as in the dense checkpoint
-    weights[key] = weights[key] * mx.array(word_mask(out))[:, None]
-    save_checkpoint(out, config, weights)
-    return out
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="folder to write the checkpoint to")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--moe", action="store_true", help="a qwen3_5_moe checkpoint (experts in body and head)")
     args = parser.parse_args()
-    print(build_tiny_checkpoint(args.output, seed=args.seed))
+    print(build_tiny_checkpoint(args.output, seed=args.seed, moe=args.moe))
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ PROMPTS = ("What is 347 + 589?", "the cache keeps the prompt so the next turn st
 
 @pytest.fixture(scope="module")
 def moe_model(tmp_path_factory):
-    from demo_model.tiny import build_tiny_moe_checkpoint
+    from demo_model.tiny import build_tiny_checkpoint
 
-    return build_tiny_moe_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3_5_moe")
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3_5_moe", moe=True)
 
 
 @pytest.fixture(scope="module")
