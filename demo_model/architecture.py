@@ -7,6 +7,10 @@ the checkpoint under 30 MB at this size and lets a fast BLAS do the matmuls.
 
 from __future__ import annotations
 
+# The demo model's trained context: its longest training conversations, and what its config declares, so
+# that specchat's context guard drops old turns before the model reaches lengths it never saw.
+DEMO_CONTEXT = 4096
+
 
 def text_config(vocab_size: int, **shape) -> dict:
     """The demo model's text config; ``shape`` overrides sizes (the tiny test checkpoint uses it)."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
@@ -71,6 +71,32 @@ TIME_LIMIT = (
     "and seconds, in whole amounts of up to 24 of the larger unit, like 3 hours to minutes or 180 minutes to hours."
 )
 TIME_PAIRS = {("week", "day"), ("day", "hour"), ("hour", "minute"), ("hour", "second"), ("minute", "second")}
+# Honest limits for what a room tries first: never a made-up number.
+WHAT_I_DO = "I add, subtract and multiply whole numbers, convert units, count letters, compare numbers and work out weekdays"
+WHOLE_ONLY = "I only work with whole numbers: I can't do sums with decimals or negative numbers yet."
+WHOLE_ONLY_COMPARE = "I only compare whole numbers: I can't compare decimals or negative numbers yet."
+NO_NEGATIVE_AMOUNT = "I only convert amounts of zero or more: a negative amount is not something I convert."
+PERCENT = f"I can't do percentages yet: {WHAT_I_DO}."
+OTHER_MATHS = f"I can't do division, fractions, powers or roots yet: {WHAT_I_DO}."
+DIGITS_ONLY = "Please write the numbers in plain digits, like 1234: I don't read numbers with commas or in words."
+MIXED_UNITS = ("I convert one amount in one unit at a time, like 3 hours to minutes or 2.5 km to m: please ask "
+               "about each part on its own.")
+MAX_WORD_LETTERS = 16
+TOO_LONG_WORD = f"That word is too long for me: I count the letters of words of up to {MAX_WORD_LETTERS} letters."
+NOTHING_BEFORE = "I don't know what that refers to: please ask the whole question, like 3 hours in minutes."
+NOTHING_TO_REPEAT = "There is nothing to repeat yet: ask me a question first!"
+
+# Every reply that claims no answer: a limit, the advice to turn thinking on, or the fallback.
+LIMITS = (WHOLE_ONLY, WHOLE_ONLY_COMPARE, NO_NEGATIVE_AMOUNT, PERCENT, OTHER_MATHS, DIGITS_ONLY, MIXED_UNITS,
+          TOO_LONG_WORD, NOTHING_BEFORE, NOTHING_TO_REPEAT, THINK_FOR_SUMS, THINK_FIRST, TOO_LONG_ADD, TOO_LONG_MUL,
+          TOO_LONG_COMPARE, TOO_LONG_UNITS, TOO_MANY_DAYS, UNKNOWN_UNIT, TIME_LIMIT, FALLBACK)
+KIND_MISMATCH = re.compile(r"^I can't convert [a-z]+ to [a-z]+: [a-z]+ measure [a-z]+ and [a-z]+ measure [a-z]+\.$")
+
+
+def is_limit(reply: str) -> bool:
+    """Whether a reply is one of the model's honest limits (it names no result)."""
+    return reply in LIMITS or bool(KIND_MISMATCH.match(reply))
+
 
 
 @dataclass
@@ -79,6 +105,7 @@ class Exchange:
     reasoning: str
     answer: str
     answer_off: str | None = None  # the reply with thinking off, where it differs
+    topic: tuple | None = None  # a conversion's (from unit, to unit, amount), for follow-ups such as "and in seconds?"
 
     def reply(self, thinking: bool) -> str:
         return self.answer if thinking or self.answer_off is None else self.answer_off
@@ -456,7 +483,7 @@ def conversion(frm: Unit, to: Unit, amount: Decimal, question: str) -> Exchange:
         how += f": move the decimal point {places} {'place' if places == 1 else 'places'} {way}"
     reasoning = f"1 {big.name} is {factor} {small.plural}, so {how}.\n{sums}"
     answer = f"{fmt(amount)} {unit_words(frm, amount)} is {fmt(result)} {unit_words(to, result)}."
-    return Exchange(question, reasoning, answer)
+    return Exchange(question, reasoning, answer, topic=(frm, to, amount))
 
 
 def _unit_pair(rng: random.Random) -> tuple[Unit, Unit]:
@@ -567,7 +594,9 @@ LETTER_QUESTIONS = [
 
 
 def letters_exchange(word: str, letter: str, question: str) -> Exchange:
-    n = word.count(letter)
+    if len(word) > MAX_WORD_LETTERS:
+        return Exchange(question, f"{word} has more than {MAX_WORD_LETTERS} letters.", TOO_LONG_WORD)
+    n = word.lower().count(letter)
     kept = " ".join([letter] * n) if n else "none"
     reasoning = f"Spell {word}: {' '.join(word)}.\nKeep the {letter}'s: {kept}.\nThat is {n}."
     if n == 0:
@@ -579,10 +608,56 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     return Exchange(question, reasoning, answer, THINK_FIRST)
 
 
+def any_word(rng: random.Random) -> str:
+    """A word to count letters in: a known one, a changed one, a made-up one or random letters."""
+    r = rng.random()
+    if r < 0.3:
+        word = rng.choice(WORDS)
+    elif r < 0.5:
+        word = rng.choice(WORDS)
+        i = rng.randrange(len(word) + 1)
+        word = rng.choice([word + "s", word + "ing", word[:i] + rng.choice("abcdefghijklmnopqrstuvwxyz") + word[i:],
+                           word[:i] + word[i + 1:] or word])
+    elif r < 0.75:
+        word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 5)))
+    elif r < 0.97:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, MAX_WORD_LETTERS)))
+    else:
+        word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(MAX_WORD_LETTERS + 1, 30)))
+    return word.capitalize() if rng.random() < 0.1 else word
+
+
 def count_letters(rng: random.Random) -> Exchange:
-    word = rng.choice(WORDS)
-    letter = rng.choice(word) if rng.random() < 0.75 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+    word = any_word(rng)
+    letter = rng.choice(word.lower()) if rng.random() < 0.75 else rng.choice("abcdefghijklmnopqrstuvwxyz")
     return letters_exchange(word, letter, rng.choice(LETTER_QUESTIONS).format(c=letter, w=word))
+
+
+LENGTH_QUESTIONS = [
+    "How many letters are in {w}?", "How many letters does {w} have?", "How long is the word {w}?",
+    "How many letters are there in the word {w}?", "Count the letters in {w}.", "How many characters are in {w}?",
+    "What is the length of the word {w}?", "{w} has how many letters?", "Count the letters of the word {w}.",
+    "How many letters make up {w}?", "Tell me how many letters {w} has.", "The word {w}: how many letters?",
+    "What is the number of letters in {w}?", "How many letters has {w} got?", "Letters in {w}?",
+    "How many letters does the word {w} contain?", "Give me the length of {w}.", "How long is {w}?",
+    "Count how many letters {w} has.", "Spell {w} and count its letters.", "What's the letter count for {w}?",
+    "Number of letters in {w}?", "What length is the word {w}?", "How many letters are in the word {w}?",
+    "Can you count the letters in {w}?", "Find the number of letters in {w}.", "{w}: how many letters is that?",
+]
+
+
+def length_exchange(word: str, question: str) -> Exchange:
+    if len(word) > MAX_WORD_LETTERS:
+        return Exchange(question, f"{word} has more than {MAX_WORD_LETTERS} letters.", TOO_LONG_WORD)
+    numbered = ", ".join(f"{c} {i}" for i, c in enumerate(word, 1))
+    reasoning = f"Spell {word} and number the letters: {numbered}.\nThat is {len(word)}."
+    answer = f"{word} has {len(word)} letter{'s' if len(word) > 1 else ''}."
+    return Exchange(question, reasoning, answer, THINK_FIRST)
+
+
+def word_length(rng: random.Random) -> Exchange:
+    word = any_word(rng)
+    return length_exchange(word, rng.choice(LENGTH_QUESTIONS).format(w=word))
 
 
 LARGER, SMALLER = ["larger", "bigger", "greater"], ["smaller", "less"]
@@ -730,6 +805,241 @@ def weekday(rng: random.Random) -> Exchange:
     forward = rng.random() < 0.6
     template = rng.choice(AFTER_QUESTIONS if forward else BEFORE_QUESTIONS)
     return weekday_exchange(start, n, forward, template.format(n=n, d=DAYS[start]))
+
+
+# ---------------------------------------------------------------- limits a room tries first
+
+_ONES = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
+         "seventeen eighteen nineteen").split()
+_TENS = "twenty thirty forty fifty sixty seventy eighty ninety".split()
+
+
+def in_words(n: int) -> str:
+    """0-9999 in English words: 342 -> "three hundred and forty-two"."""
+    if n < 20:
+        return _ONES[n]
+    if n < 100:
+        return _TENS[n // 10 - 2] + ("" if n % 10 == 0 else "-" + _ONES[n % 10])
+    if n < 1000:
+        rest = n % 100
+        return f"{_ONES[n // 100]} hundred" + (f" and {in_words(rest)}" if rest else "")
+    rest = n % 1000
+    return f"{_ONES[n // 1000]} thousand" + ((" and " if rest < 100 else " ") + in_words(rest) if rest else "")
+
+
+def with_commas(n: int) -> str:
+    return f"{n:,}"
+
+
+def not_whole_number(rng: random.Random) -> str:
+    """A decimal or a negative number, as people type them."""
+    r = rng.random()
+    if r < 0.55:
+        places = rng.choice([1, 1, 2, 2, 3])
+        whole = rng.choice([0, 0, rng.randint(1, 9), rng.randint(10, 999)])
+        text = f"{whole}.{rng.randint(1, 10**places - 1):0{places}d}"
+        return "-" + text if rng.random() < 0.1 else (text[1:] if text.startswith("0.") and rng.random() < 0.15 else text)
+    return f"-{_number(rng, rng.choice([1, 1, 2, 3]))}"
+
+
+def _kind_of(text: str) -> str:
+    return "a decimal" if "." in text else "negative"
+
+
+def not_whole_exchange(numbers: list[str], question: str, compare: bool = False) -> Exchange:
+    odd = next(x for x in numbers if not x.isdigit())
+    reasoning = f"{odd} is {_kind_of(odd)}, and I only work with whole numbers of zero or more."
+    return Exchange(question, reasoning, WHOLE_ONLY_COMPARE if compare else WHOLE_ONLY)
+
+
+def _operand_texts(rng: random.Random, make) -> tuple[str, str]:
+    """Two operands, at least one made by ``make`` and the other a plain whole number or made too."""
+    odd = make(rng)
+    other = make(rng) if rng.random() < 0.4 else str(_number(rng, rng.choice([1, 2, 3])))
+    return (odd, other) if rng.random() < 0.5 else (other, odd)
+
+
+def not_whole(rng: random.Random) -> Exchange:
+    """Decimals and negative numbers in sums, products and comparisons: the model says it only does whole numbers."""
+    a, b = _operand_texts(rng, not_whole_number)
+    r = rng.random()
+    if r < 0.6:
+        template = rng.choice(ADD_QUESTIONS if rng.random() < 0.5 else SUB_QUESTIONS)
+    elif r < 0.8:
+        template = rng.choice(MUL_QUESTIONS)
+    else:
+        word = rng.choice(LARGER + SMALLER)
+        return not_whole_exchange([a, b], rng.choice(COMPARE_QUESTIONS).format(w=word, a=a, b=b), compare=True)
+    return not_whole_exchange([a, b], template.format(a=a, b=b))
+
+
+def _written_number(rng: random.Random) -> tuple[str, bool]:
+    """(text, in words): a number with thousands separators, or in words."""
+    if rng.random() < 0.5:
+        return with_commas(rng.randint(1000, 999_999)), False
+    return in_words(rng.choice([rng.randint(2, 20), rng.randint(21, 99), rng.randint(100, 9999)])), True
+
+
+def number_format_exchange(odd: str, question: str) -> Exchange:
+    how = "with commas" if any(c.isdigit() for c in odd) else "in words"
+    return Exchange(question, f"{odd} is written {how}, and I read numbers only in plain digits.", DIGITS_ONLY)
+
+
+def number_format(rng: random.Random) -> Exchange:
+    """Numbers with thousands separators or in words, in any skill: the model asks for plain digits."""
+    odd, words = _written_number(rng)
+    other = str(_number(rng, rng.choice([1, 2, 3, 4])))
+    if rng.random() < 0.3:
+        other = _written_number(rng)[0]
+    a, b = (odd, other) if rng.random() < 0.5 else (other, odd)
+    r = rng.random()
+    if r < 0.35:
+        question = rng.choice(ADD_QUESTIONS if rng.random() < 0.5 else SUB_QUESTIONS).format(a=a, b=b)
+    elif r < 0.5:
+        question = rng.choice(MUL_QUESTIONS).format(a=a, b=b)
+    elif r < 0.7:
+        question = rng.choice(COMPARE_QUESTIONS).format(w=rng.choice(LARGER + SMALLER), a=a, b=b)
+    elif r < 0.9:
+        frm, to = _unit_pair(rng)
+        if words and odd == "one":
+            odd = "two"
+        question = unit_question(rng, odd, _written(frm, Decimal(2), rng), to.plural)
+    else:
+        n = odd if words else in_words(rng.randint(2, 99))
+        template = rng.choice(AFTER_QUESTIONS + BEFORE_QUESTIONS)
+        question = template.format(n=n, d=rng.choice(DAYS))
+        odd = n
+    return number_format_exchange(odd, question)
+
+
+PERCENT_QUESTIONS = [
+    "What is {p}% of {n}?", "What is {p} percent of {n}?", "{p}% of {n}", "How much is {p}% of {n}?",
+    "Calculate {p}% of {n}.", "{p} percent of {n} is?", "What percentage of {n} is {m}?", "{m} is what percent of {n}?",
+    "Increase {n} by {p}%.", "Decrease {n} by {p}%.", "What is {n} plus {p}%?", "What is {n} minus {p}%?",
+    "Take {p}% off {n}.", "What is a {p}% tip on {n}?", "What's {p}% of {n}?", "Give me {p} percent of {n}.",
+    "{m} out of {n} as a percentage?", "What percent is {m} of {n}?", "Express {m}/{n} as a percent.",
+    "If I get a {p}% discount on {n}, what do I pay?", "What is {n} with {p}% added?", "{p}% of {n} = ?",
+]
+
+
+def percentages(rng: random.Random) -> Exchange:
+    p = rng.choice([rng.randint(1, 100), rng.choice([5, 10, 15, 20, 25, 50, 75]), rng.randint(101, 300)])
+    n, m = rng.randint(1, 2000), rng.randint(1, 500)
+    question = rng.choice(PERCENT_QUESTIONS).format(p=p, n=n, m=m)
+    return Exchange(question, "The question asks for a percentage, and I can't do percentages yet.", PERCENT)
+
+
+OTHER_MATHS_QUESTIONS = [
+    "What is {a} / {b}?", "What is {a} divided by {b}?", "Divide {a} by {b}.", "{a} ÷ {b}", "{a} / {b} = ?",
+    "What's {a}/{b}?", "How many times does {b} go into {a}?", "What is half of {a}?", "What is a third of {a}?",
+    "What is a quarter of {a}?", "What is {f} + {g}?", "What is {f} of {a}?", "Add {f} and {g}.", "Simplify {a}/{b}.",
+    "What is {f} minus {g}?", "What is {f} times {b}?", "What is {a} squared?", "What is {b} cubed?",
+    "What is the square root of {a}?", "What is {b} to the power of {c}?", "What is {b}^{c}?", "sqrt({a})",
+    "What is {a} mod {b}?", "What is the remainder of {a} divided by {b}?", "Split {a} into {b} equal parts.",
+    "Calculate {a} / {b}.", "Compute {a} divided by {b}.", "What is {a} over {b}?", "Is {f} bigger than {g}?",
+]
+
+
+def other_maths(rng: random.Random) -> Exchange:
+    """Division, fractions, powers and roots: what the model cannot do yet, said plainly."""
+    a, b, c = rng.randint(1, 999), rng.randint(2, 99), rng.randint(2, 5)
+    f = f"{rng.randint(1, 9)}/{rng.randint(2, 12)}"
+    g = f"{rng.randint(1, 9)}/{rng.randint(2, 12)}"
+    question = rng.choice(OTHER_MATHS_QUESTIONS).format(a=a, b=b, c=c, f=f, g=g)
+    return Exchange(question, "That needs division, fractions, powers or roots, and I can't do those yet.", OTHER_MATHS)
+
+
+def _mixed_amount(rng: random.Random) -> tuple[str, str, str]:
+    """An amount in two units split as a question names it ("1 h 20", "min"), and a unit of its kind to go to."""
+    kind = rng.choice(["time", "time", "length", "mass", "volume"])
+    units = [u for u in UNITS if u.kind == kind]
+    i = rng.randrange(len(units) - 1)
+    big, small = units[i], units[i + 1]
+    x, y = rng.randint(1, 12), rng.randint(1, 59)
+    bt = big.name if x == 1 else big.plural
+    st = small.name if y == 1 else small.plural
+    if rng.random() < 0.5 and big.forms and small.forms:
+        bt, st = rng.choice(big.forms), rng.choice(small.forms)
+    joint = rng.choice([" ", " and ", ", ", " "])
+    to = rng.choice(units)
+    to_text = to.plural if rng.random() < 0.6 or not to.forms else rng.choice(to.forms)
+    return f"{x} {bt}{joint}{y}", st, to_text
+
+
+def mixed_units(rng: random.Random) -> Exchange:
+    n, frm, to = _mixed_amount(rng)
+    question = unit_question(rng, n, frm, to)
+    return Exchange(question, f"{n} {frm} mixes two units, and I convert one amount in one unit at a time.",
+                    MIXED_UNITS)
+
+
+def negative_amount(rng: random.Random) -> Exchange:
+    frm, to = _unit_pair(rng)
+    n = f"-{_number(rng, rng.choice([1, 2, 3]))}"
+    question = unit_question(rng, n, _written(frm, Decimal(2), rng), to.plural)
+    return Exchange(question, f"{n} is negative, and I only convert amounts of zero or more.", NO_NEGATIVE_AMOUNT)
+
+
+def room_limits(rng: random.Random) -> Exchange:
+    """One of the limits above, chosen by how often a room tries it."""
+    fn = rng.choices([not_whole, number_format, percentages, other_maths, mixed_units, negative_amount],
+                     weights=[5, 4, 2, 3, 2, 1])[0]
+    return fn(rng)
+
+
+# ---------------------------------------------------------------- follow-ups in a running chat
+
+UNIT_FOLLOW_UPS = ["And in {to}?", "What about in {to}?", "And how many {to} is that?", "In {to}?", "Now in {to}?",
+                   "And in {to}, please?", "How many {to} is that?", "And what is that in {to}?",
+                   "Can you give that in {to}?", "What is it in {to}?", "And {to}?", "Same in {to}?",
+                   "Make that {to}.", "Convert that to {to}.", "That in {to}?", "And as {to}?", "What's that in {to}?",
+                   "Put it in {to}.", "Now convert it to {to}.", "I'd like it in {to}.", "Show it in {to}.",
+                   "And what about {to}?", "Same thing in {to}?", "And in {to} instead?"]
+AMOUNT_FOLLOW_UPS = ["What about {n} {frm}?", "And {n} {frm}?", "And for {n} {frm}?", "Now {n} {frm}?",
+                     "How about {n} {frm}?", "Same for {n} {frm}?", "And {n}?", "What about {n}?",
+                     "What if it were {n} {frm}?", "And with {n} {frm}?", "Now do {n} {frm}.",
+                     "Do the same for {n} {frm}.", "Same question for {n} {frm}.", "And now {n} {frm}?",
+                     "Let's try {n} {frm}.", "What about {n} {frm} then?", "Now for {n} {frm}?"]
+AGAIN = ["Again?", "Say that again.", "Can you repeat that?", "Repeat that, please.", "What did you say?",
+         "Again, please.", "Sorry, again?", "Come again?", "Say it again?", "Once more?", "Repeat?", "Pardon?",
+         "Say that once more.", "Repeat it.", "Could you repeat it?", "What was that?", "Tell me again.",
+         "Once again?", "Can you say it again?", "Please repeat.", "Sorry, what was the answer?"]
+REPEAT_THOUGHT = "The user asks me to say my last answer again."
+
+
+def unit_follow_up(previous: Exchange, rng: random.Random) -> Exchange:
+    """A follow-up to a conversion that names only what changes: the new unit or the new amount."""
+    frm, to, amount = previous.topic
+    if rng.random() < 0.6:
+        others = [u for u in UNITS if u.kind == frm.kind and u is not frm and u is not to] or [to]
+        new_to = rng.choice(others)
+        to_text = new_to.plural if rng.random() < 0.6 or not new_to.forms else rng.choice(new_to.forms)
+        question = rng.choice(UNIT_FOLLOW_UPS).format(to=to_text)
+        ex = conversion(frm, new_to, amount, question)
+        lead = f"The last question was about {fmt(amount)} {unit_words(frm, amount)}, now in {new_to.plural}."
+    else:
+        new_amount = _time_amount(frm, to, rng) if frm.kind == "time" else _metric_amount(rng)
+        frm_text = _written(frm, new_amount, rng)
+        question = rng.choice(AMOUNT_FOLLOW_UPS).format(n=fmt(new_amount), frm=frm_text)
+        ex = conversion(frm, to, new_amount, question)
+        lead = f"The last question was about {unit_words(frm, Decimal(2))} in {to.plural}, now for {fmt(new_amount)}."
+    return replace(ex, reasoning=f"{lead}\n{ex.reasoning}")
+
+
+def repeat_follow_up(previous: Exchange, thinking_before: bool, rng: random.Random) -> Exchange:
+    said = previous.reply(thinking_before)
+    return Exchange(rng.choice(AGAIN), REPEAT_THOUGHT, said, topic=previous.topic)
+
+
+def follow_up_without_context(rng: random.Random, first: bool = True) -> Exchange:
+    """A follow-up as the first question of a chat, or after one it cannot follow: the model asks for the question."""
+    if first and rng.random() < 0.3:
+        return Exchange(rng.choice(AGAIN), "There is no earlier answer in this chat to repeat.", NOTHING_TO_REPEAT)
+    unit = rng.choice(UNITS)
+    question = (rng.choice(UNIT_FOLLOW_UPS).format(to=unit.plural) if rng.random() < 0.6
+                else rng.choice(AMOUNT_FOLLOW_UPS).format(n=rng.randint(2, 99), frm=unit.plural))
+    return Exchange(question, "That question goes on from an earlier one, and there is none to go on from.",
+                    NOTHING_BEFORE)
 
 
 # Questions about specchat: (paraphrases, reasoning, answer).
@@ -897,8 +1207,8 @@ def out_of_domain(rng: random.Random) -> Exchange:
 
 
 TASKS = [
-    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 11), (compare, 10), (weekday, 11),
-    (specchat_question, 8), (small_talk, 7), (out_of_domain, 5),
+    (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 18), (compare, 10), (weekday, 11),
+    (specchat_question, 8), (small_talk, 7), (out_of_domain, 5), (room_limits, 14), (word_length, 12),
 ]
 
 
@@ -940,7 +1250,33 @@ def _style(text: str, rng: random.Random, augment: bool) -> str:
 def exchange(rng: random.Random, augment: bool = False) -> Exchange:
     fn = rng.choices([t[0] for t in TASKS], weights=[t[1] for t in TASKS])[0]
     ex = fn(rng)
-    return Exchange(_style(ex.user, rng, augment), ex.reasoning, ex.answer, ex.answer_off)
+    return replace(ex, user=_style(ex.user, rng, augment))
+
+
+def next_exchange(previous: tuple[Exchange, bool] | None, rng: random.Random, augment: bool) -> Exchange:
+    """The next question of a chat: sometimes a follow-up that only makes sense after the turn before it."""
+    r = rng.random()
+    if previous is None:
+        ex = follow_up_without_context(rng) if r < 0.03 else None
+    elif previous[0].topic and r < 0.25:
+        ex = unit_follow_up(previous[0], rng)
+    elif not previous[0].topic and r < 0.02:
+        ex = follow_up_without_context(rng, first=False)
+    elif 0.25 <= r < 0.29:
+        ex = repeat_follow_up(previous[0], previous[1], rng)
+    else:
+        ex = None
+    if ex is None:
+        return exchange(rng, augment)
+    return replace(ex, user=_style(ex.user, rng, False))
+
+
+def conversation(rng: random.Random, turns: int, augment: bool) -> list[tuple[Exchange, bool]]:
+    """``turns`` exchanges, each with thinking on or off."""
+    out: list[tuple[Exchange, bool]] = []
+    for _ in range(turns):
+        out.append((next_exchange(out[-1] if out else None, rng, augment), rng.random() < 0.7))
+    return out
 
 
 # ---------------------------------------------------------------- rendering
@@ -970,18 +1306,68 @@ def render(system: str | None, turns: list[tuple[Exchange, bool]], keep_reasonin
     return "".join(parts), completion
 
 
-def sample(rng: random.Random, augment: bool = False) -> tuple[str, str]:
-    """One training example: a 1-3 turn conversation; the last reply is the target."""
+def completion_text(ex: Exchange, thinking: bool) -> str:
+    """What the model writes for ``ex`` after the generation prompt (which opened thinking when on)."""
+    return f"{ex.reasoning}\n</think>\n\n{ex.reply(True)}{IM_END}" if thinking else f"{ex.reply(False)}{IM_END}"
+
+
+def user_turn(user: str, thinking: bool) -> str:
+    """A user turn and the generation prompt, as the chat template renders them."""
+    think = "<think>\n" if thinking else "<think>\n\n</think>\n\n"
+    return f"{IM_START}user\n{user}{IM_END}\n{IM_START}assistant\n{think}"
+
+
+def app_segments(system: str | None, turns: list[tuple[Exchange, bool]]) -> list[tuple[str, bool]]:
+    """A chat as specchat sends it, piece by piece as it encodes them, and whether each piece is a reply.
+
+    specchat keeps the ids the model generated and appends each new turn encoded on its own after the
+    template's separator, so every reply (reasoning included) is exactly what the model wrote then.
+    """
+    head = f"{IM_START}system\n{system}{IM_END}\n" if system else ""
+    out = []
+    for i, (ex, thinking) in enumerate(turns):
+        if i:
+            out.append(("\n", False))
+        out.append(((head if i == 0 else "") + user_turn(ex.user, thinking), False))
+        out.append((completion_text(ex, thinking), True))
+    return out
+
+
+LONG_CHAT_SHARE, LONG_CHAT_TURNS = 0.1, (12, 36)
+
+
+def sample_segments(rng: random.Random, augment: bool = False) -> list[tuple[str, bool]]:
+    """One training example as (text, trained) pieces: a short chat (1-3 turns), or a long one (12-36 turns).
+
+    Half the short chats and nearly all long ones are sent as specchat sends them (past reasoning kept,
+    every reply trained); the others as the chat template renders them (past reasoning dropped, only the
+    last reply trained, since the earlier ones are not what the model wrote).
+    """
     r = rng.random()
     system = DEFAULT_SYSTEM if r < 0.6 else (rng.choice(SYSTEM_PROMPTS) if r < 0.8 else None)
-    n = rng.choices([1, 2, 3], weights=[6, 3, 1])[0]
-    turns = [(exchange(rng, augment), rng.random() < 0.7) for _ in range(n)]
-    return render(system, turns, keep_reasoning=rng.random() < 0.5)
+    long = rng.random() < LONG_CHAT_SHARE
+    n = rng.randint(*LONG_CHAT_TURNS) if long else rng.choices([1, 2, 3], weights=[6, 3, 1])[0]
+    turns = conversation(rng, n, augment)
+    if rng.random() < (0.9 if long else 0.5):
+        return app_segments(system, turns)
+    prompt, completion = render(system, turns, keep_reasoning=False)
+    return [(prompt, False), (completion, True)]
+
+
+def sample(rng: random.Random, augment: bool = False) -> tuple[str, str]:
+    """One example as (prompt, completion): everything before the last reply, and the last reply."""
+    pieces = sample_segments(rng, augment)
+    return "".join(text for text, _ in pieces[:-1]), pieces[-1][0]
 
 
 def samples(seed: int, count: int, augment: bool = False) -> list[tuple[str, str]]:
     rng = random.Random(seed)
     return [sample(rng, augment) for _ in range(count)]
+
+
+def training_samples(seed: int, count: int, augment: bool = False) -> list[list[tuple[str, bool]]]:
+    rng = random.Random(seed)
+    return [sample_segments(rng, augment) for _ in range(count)]
 
 
 def main() -> None:

@@ -20,49 +20,66 @@ from pathlib import Path
 import numpy as np
 
 from . import corpus
-from .architecture import text_config
+from .architecture import DEMO_CONTEXT, text_config
 
-MAX_LEN = 512
+# The longest conversation trained on, which is also the context the checkpoint declares.
+MAX_LEN = DEMO_CONTEXT
 # The MTP head's loss share per recursive draft step (a block of size k drafts k-1 steps); its
 # gradient also reaches the body, teaching it to look ahead.
 MTP_WEIGHTS = "0.5,0.3,0.3"
 SHARD_BYTES = 15 * 2**20
 
 
+def encode_pieces(tok, pieces: list[tuple[str, bool]]) -> tuple[list[int], list[int]]:
+    """Token ids and a 0/1 loss mask for a chat's pieces, each encoded on its own as specchat encodes them.
+
+    A chat longer than MAX_LEN is cut after the last reply that fits; one whose first reply does not fit
+    gives no ids.
+    """
+    ids: list[int] = []
+    mask: list[int] = []
+    kept = 0
+    for encoding, (_, trained) in zip(tok.encode_batch([t for t, _ in pieces], add_special_tokens=False), pieces):
+        if len(ids) + len(encoding.ids) > MAX_LEN:
+            break
+        ids.extend(encoding.ids)
+        mask.extend([int(trained)] * len(encoding.ids))
+        if trained:
+            kept = len(ids)
+    return ids[:kept], mask[:kept]
+
+
 def _encode_chunk(job: tuple[str, int, int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token ids, lengths and prompt lengths of ``count`` samples drawn with ``seed``."""
+    """Token ids, lengths and loss masks (flat, one per token) of ``count`` samples drawn with ``seed``."""
     from tokenizers import Tokenizer
 
     tokenizer_file, seed, count, augment = job
     tok = Tokenizer.from_file(tokenizer_file)
-    pairs = corpus.samples(seed, count, augment)
-    prompts = tok.encode_batch([p for p, _ in pairs], add_special_tokens=False)
-    completions = tok.encode_batch([c for _, c in pairs], add_special_tokens=False)
-    ids, lengths, prompt_lengths = [], [], []
-    for p, c in zip(prompts, completions):
-        if len(p.ids) + len(c.ids) > MAX_LEN:
-            continue
-        ids.extend(p.ids + c.ids)
-        lengths.append(len(p.ids) + len(c.ids))
-        prompt_lengths.append(len(p.ids))
-    return np.array(ids, np.int32), np.array(lengths, np.int32), np.array(prompt_lengths, np.int32)
+    ids, lengths, masks = [], [], []
+    for pieces in corpus.training_samples(seed, count, augment):
+        row, mask = encode_pieces(tok, pieces)
+        if row:
+            ids.extend(row)
+            masks.extend(mask)
+            lengths.append(len(row))
+    return np.array(ids, np.int32), np.array(lengths, np.int32), np.array(masks, np.uint8)
 
 
 def build_data(tokenizer_file: str, samples: int, seed: int, workers: int, augment: bool):
-    chunk = 20_000
+    chunk = 5_000
     jobs = [(tokenizer_file, seed * 1_000_003 + i, chunk, augment) for i in range(math.ceil(samples / chunk))]
     with mp.Pool(workers) as pool:
         parts = pool.map(_encode_chunk, jobs)
     ids = np.concatenate([p[0] for p in parts])
     lengths = np.concatenate([p[1] for p in parts])
-    prompt_lengths = np.concatenate([p[2] for p in parts])
+    masks = np.concatenate([p[2] for p in parts])
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    return ids, starts, lengths, prompt_lengths
+    return ids, starts, lengths, masks
 
 
 def batches(data, tokens_per_batch: int, seed: int):
     """Endless batches of similar-length samples, right-padded; yields (ids, loss mask)."""
-    ids, starts, lengths, prompt_lengths = data
+    ids, starts, lengths, masks = data
     rng = np.random.default_rng(seed)
     while True:
         order = rng.permutation(len(lengths))
@@ -84,7 +101,7 @@ def batches(data, tokens_per_batch: int, seed: int):
                 for r, j in enumerate(group):
                     n = lengths[j]
                     x[r, :n] = ids[starts[j] : starts[j] + n]
-                    mask[r, prompt_lengths[j] : n] = 1.0
+                    mask[r, :n] = masks[starts[j] : starts[j] + n]
                 yield x, mask
 
 
@@ -157,7 +174,7 @@ def main() -> None:
         log_file.flush()
 
     tokenizer_file = str(Path(args.tokenizer) / "tokenizer.json")
-    config = text_config(Tokenizer.from_file(tokenizer_file).get_vocab_size())
+    config = text_config(Tokenizer.from_file(tokenizer_file).get_vocab_size(), max_position_embeddings=MAX_LEN)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     torch.manual_seed(args.seed)
     random.seed(args.seed)
@@ -166,8 +183,8 @@ def main() -> None:
 
     t0 = time.time()
     data = build_data(tokenizer_file, args.samples, args.seed, args.workers, args.augment)
-    log(f"data: {len(data[2])} samples, {int(data[2].sum())} tokens, "
-        f"{int((data[2] - data[3]).sum())} trained tokens, built in {time.time() - t0:.1f}s")
+    log(f"data: {len(data[2])} samples, {int(data[2].sum())} tokens, {int(data[3].sum())} trained tokens, "
+        f"longest {int(data[2].max())}, built in {time.time() - t0:.1f}s")
 
     model = Qwen35WithMTP(config)
     if args.init:

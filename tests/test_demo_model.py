@@ -125,9 +125,9 @@ def test_training_batches_keep_to_the_token_budget_and_mask_only_replies():
 
     from demo_model.train import _encode_chunk, batches
 
-    ids, lengths, prompt_lengths = _encode_chunk((str(CHECKPOINT / "tokenizer.json"), 3, 300, False))
+    ids, lengths, masks = _encode_chunk((str(CHECKPOINT / "tokenizer.json"), 3, 300, False))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    stream = batches((ids, starts, lengths, prompt_lengths), 4096, 0)
+    stream = batches((ids, starts, lengths, masks), 4096, 0)
     rows = 0
     for _ in range(10):
         x, mask = next(stream)
@@ -138,3 +138,4 @@ def test_training_batches_keep_to_the_token_budget_and_mask_only_replies():
             assert trained[-1] == 2 and len(trained) < n  # each reply ends with <|im_end|>, after its prompt
         rows += len(x)
     assert rows > 10
+
