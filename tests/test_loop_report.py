@@ -64,6 +64,8 @@ def test_race_sweep_and_receipts_name_the_loop_that_ran(mlx_server):
         (1, "specchat", None), (3, "specchat", None)]
     receipt = requests.get(mlx_server.url + "/api/receipts/loop-sweep").json()["receipt"]
     assert receipt["decode_loop"] == "specchat" and receipt["decode_loop_reason"] is None
+    markdown = requests.get(mlx_server.url + "/api/receipts/loop-sweep?format=markdown").text
+    assert "Decode loop: specchat. " in markdown
 
 
 def test_bench_says_which_loop_ran(tiny_model, tmp_path):

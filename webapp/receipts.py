@@ -237,9 +237,12 @@ def _margin_words(divergence: dict) -> str:
 def _loop_words(receipt: dict) -> str:
     """Which decode loop each lane ran on, and why where it was mlx-vlm's."""
     said = {lane: receipt[lane].get("decode_loop") for lane in ("off", "on")}
-    reason = receipt.get("decode_loop_reason")
     words = " · ".join(f"{lane} {loop}" for lane, loop in said.items() if loop) or receipt["decode_loop"]
-    return f"{words} ({reason})" if reason else words
+    return words + _reason(receipt.get("decode_loop_reason"))
+
+
+def _reason(reason: str | None) -> str:
+    return f" ({reason})" if reason else ""
 
 
 def sweep_markdown(receipt: dict) -> str:
@@ -273,6 +276,7 @@ def sweep_markdown(receipt: dict) -> str:
         f"Runs per block (measured / asked): {receipt['runs']['measured']} / {receipt['runs']['asked']}. "
         f"Sampling: temperature {receipt['sampling']['temperature']}, top-p {receipt['sampling']['top_p']}. "
         f"Reasoning budget {receipt['reasoning_budget']}, max tokens {receipt['max_tokens']}. "
+        f"Decode loop: {receipt['decode_loop']}{_reason(receipt.get('decode_loop_reason'))}. "
         f"Finished: {receipt['finish_reason']}.",
         "",
         *_provenance(receipt),
