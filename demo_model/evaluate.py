@@ -50,10 +50,50 @@ class Runner:
         from mlx_vlm import load
         from mlx_vlm.speculative.drafters import load_drafter
 
+        from engines.mlx.widening import widen_to_declared
+
         self.model, self.processor = load(checkpoint)[:2]
         self.tokenizer = getattr(self.processor, "tokenizer", self.processor)
         self.config = json.loads((Path(checkpoint) / "config.json").read_text())
         self.drafter, self.kind = load_drafter(checkpoint)
+        widen_to_declared(self.model, self.config)
+        widen_to_declared(self.drafter, self.config)
+        self.context = (self.config.get("text_config") or self.config).get("max_position_embeddings")
+        self._app_prompts = None
+
+    @property
+    def app_prompts(self):
+        """specchat's own prompt builder, so that chats here are the ids the app sends."""
+        if self._app_prompts is None:
+            from engines.mlx.loading import LoadedModel
+            from engines.mlx.prompts import PromptBuilder
+
+            loaded = LoadedModel(self.model, self.processor, self.tokenizer, self.config, Path("."))
+            self._app_prompts = PromptBuilder(loaded)
+        return self._app_prompts
+
+    def first_turn_ids(self, user: str, thinking: bool) -> list[int]:
+        from engines.base import Message
+
+        return self.app_prompts.conversation_ids(corpus.DEFAULT_SYSTEM, [Message("user", user)], thinking)
+
+    def next_turn_ids(self, history: list[int], user: str, thinking: bool) -> list[int]:
+        """``history`` (prompt and reply ids, the reply's end token included or not) and a new user turn."""
+        prompts = self.app_prompts
+        if history and history[-1] == prompts.eos_id:
+            history = history[:-1]
+        return prompts.next_turn_ids(history, False, user, thinking)
+
+    def chat_ids(self, before: list[tuple[corpus.Exchange, bool]], ex: corpus.Exchange, thinking: bool) -> list[int]:
+        """``ex`` asked after the exchanges ``before``, each answered as expected, as specchat sends the chat."""
+        if not before:
+            return self.prompt_ids(messages(ex.user), thinking)
+        ids = self.first_turn_ids(before[0][0].user, before[0][1])
+        for i, (past, past_thinking) in enumerate(before):
+            if i:
+                ids = self.next_turn_ids(ids, past.user, past_thinking)
+            ids = ids + self.app_prompts.encode(corpus.completion_text(past, past_thinking))
+        return self.next_turn_ids(ids, ex.user, thinking)
 
     def prompt_ids(self, messages: list[dict], thinking: bool) -> list[int]:
         from mlx_vlm.prompt_utils import apply_chat_template
@@ -251,19 +291,249 @@ HELD_OUT_MAKERS = {
 
 def held_out_skills(per_skill: int, seed: int = 97) -> list[tuple[str, corpus.Exchange]]:
     """``per_skill`` questions of every skill, in held-out wordings, with the replies they should get."""
+    return _draw(HELD_OUT_MAKERS, SKILLS, per_skill, seed)
+
+
+# ---------------------------------------------------------------- what a room tries first, in held-out wordings
+
+HELD_OUT_PERCENT = ["Work out {p}% of {n}.", "Find {p} percent of {n}.", "What would {p}% of {n} be?",
+                    "I need {p}% of {n}.", "How big is {p} percent of {n}?"]
+HELD_OUT_OTHER_MATHS = ["Work out {a} / {b}.", "Find {a} divided by {b}.", "What do you get if you divide {a} by {b}?",
+                        "Work out {f} + {g}.", "Find the square root of {a}.", "What would {a} divided by {b} be?",
+                        "Find {b} to the power {c}."]
+HELD_OUT_LENGTH = ["What is the letter count of {w}?", "Tell me the number of letters in {w}.",
+                   "What number of letters does {w} have?"]
+HELD_OUT_UNIT_FOLLOW_UPS = ["How about in {to}?", "Could I have that in {to}?", "Give it to me in {to}."]
+HELD_OUT_AMOUNT_FOLLOW_UPS = ["And if it were {n} {frm}?", "Try {n} {frm} instead."]
+HELD_OUT_AGAIN = ["Could you say that again?", "One more time?", "Repeat your answer.", "Say your answer once more."]
+# Real words that are not in the corpus's word list: their letters are read from the question.
+HELD_OUT_WORDS = ("xylophone quizzical jigsaw rhythm sphinx wizard blizzard pumpkin walrus zebra lantern harbor "
+                  "biscuit marble trumpet velvet meadow crystal saddle pebble goblin castle hammock jukebox "
+                  "kitten lobster muffin napkin oyster pretzel quilt ribbon scissors tornado unicorn vulture "
+                  "waffle yogurt zipper anchor beetle cactus dentist eagle falcon glacier hurricane igloo jacket").split()
+ROOM_TEMPLATES = (HELD_OUT_PERCENT + HELD_OUT_OTHER_MATHS + HELD_OUT_LENGTH + HELD_OUT_UNIT_FOLLOW_UPS
+                  + HELD_OUT_AMOUNT_FOLLOW_UPS + HELD_OUT_AGAIN)
+
+
+@dataclass
+class FollowUp(corpus.Exchange):
+    """A question that goes on from the exchange before it in the same chat."""
+
+    before: corpus.Exchange | None = None
+
+
+def _held_out_not_whole(rng: random.Random) -> corpus.Exchange:
+    a, b = corpus._operand_texts(rng, corpus.not_whole_number)
+    op = rng.choice("+-×")
+    template = rng.choice({"+": HELD_OUT_ADD, "-": HELD_OUT_SUB, "×": HELD_OUT_MUL}[op])
+    return corpus.not_whole_exchange([a, b], template.format(a=a, b=b))
+
+
+def _held_out_decimal_compare(rng: random.Random) -> corpus.Exchange:
+    a, b = corpus._operand_texts(rng, corpus.not_whole_number)
+    question = rng.choice(HELD_OUT_COMPARE).format(w=rng.choice(["larger", "smaller"]), a=a, b=b)
+    return corpus.not_whole_exchange([a, b], question, compare=True)
+
+
+def _held_out_percent(rng: random.Random) -> corpus.Exchange:
+    question = rng.choice(HELD_OUT_PERCENT).format(p=rng.randint(1, 100), n=rng.randint(1, 5000))
+    return corpus.Exchange(question, "", corpus.PERCENT)
+
+
+def _held_out_other_maths(rng: random.Random) -> corpus.Exchange:
+    f, g = (f"{rng.randint(1, 9)}/{rng.randint(2, 12)}" for _ in range(2))
+    question = rng.choice(HELD_OUT_OTHER_MATHS).format(a=rng.randint(1, 999), b=rng.randint(2, 99),
+                                                       c=rng.randint(2, 5), f=f, g=g)
+    return corpus.Exchange(question, "", corpus.OTHER_MATHS)
+
+
+def _held_out_number_format(rng: random.Random) -> corpus.Exchange:
+    odd = corpus._written_number(rng)[0]
+    other = str(corpus._number(rng, rng.choice([1, 2, 3])))
+    a, b = (odd, other) if rng.random() < 0.5 else (other, odd)
+    r = rng.random()
+    if r < 0.6:
+        question = rng.choice(HELD_OUT_ADD + HELD_OUT_SUB + HELD_OUT_MUL).format(a=a, b=b)
+    elif r < 0.8:
+        question = rng.choice(HELD_OUT_COMPARE).format(w="larger", a=a, b=b)
+    else:
+        frm, to = corpus._unit_pair(rng)
+        odd = "three" if odd == "one" else odd
+        question = _unit_question(rng, frm.plural, to.plural, odd)
+    return corpus.number_format_exchange(odd, question)
+
+
+def _held_out_mixed_units(rng: random.Random) -> corpus.Exchange:
+    n, frm, to = corpus._mixed_amount(rng)
+    return corpus.Exchange(_unit_question(rng, frm, to, n), "", corpus.MIXED_UNITS)
+
+
+def _held_out_word(rng: random.Random) -> str:
+    if rng.random() < 0.7:
+        return rng.choice(HELD_OUT_WORDS)
+    return "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 12)))
+
+
+def _held_out_any_letters(rng: random.Random) -> corpus.Exchange:
+    word = _held_out_word(rng)
+    letter = rng.choice(word) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+    return corpus.letters_exchange(word, letter, rng.choice(HELD_OUT_LETTERS).format(c=letter, w=word))
+
+
+def _held_out_length(rng: random.Random) -> corpus.Exchange:
+    word = _held_out_word(rng)
+    return corpus.length_exchange(word, rng.choice(HELD_OUT_LENGTH).format(w=word))
+
+
+def held_out_follow_up(before: corpus.Exchange, rng: random.Random, thinking_before: bool = True) -> corpus.Exchange:
+    """A follow-up to ``before`` in a held-out wording: a new unit or amount after a conversion, or "again"."""
+    if before.topic is None or rng.random() < 0.25:
+        return FollowUp(rng.choice(HELD_OUT_AGAIN), "", before.reply(thinking_before), before=before)
+    frm, to, amount = before.topic
+    if rng.random() < 0.6:
+        new_to = rng.choice([u for u in corpus.UNITS if u.kind == frm.kind and u is not frm])
+        ex = corpus.conversion(frm, new_to, amount, rng.choice(HELD_OUT_UNIT_FOLLOW_UPS).format(to=new_to.plural))
+    else:
+        new = corpus._time_amount(frm, to, rng) if frm.kind == "time" else corpus._metric_amount(rng)
+        question = rng.choice(HELD_OUT_AMOUNT_FOLLOW_UPS).format(n=corpus.fmt(new), frm=corpus.unit_words(frm, new))
+        ex = corpus.conversion(frm, to, new, question)
+    return FollowUp(ex.user, ex.reasoning, ex.answer, ex.answer_off, ex.topic, before=before)
+
+
+def _held_out_follow_up(rng: random.Random) -> corpus.Exchange:
+    while True:
+        before = _held_out_conversion(rng)
+        if before.topic:
+            return held_out_follow_up(before, rng)
+
+
+def _held_out_no_context(rng: random.Random) -> corpus.Exchange:
+    if rng.random() < 0.3:
+        return corpus.Exchange(rng.choice(HELD_OUT_AGAIN), "", corpus.NOTHING_TO_REPEAT)
+    unit = rng.choice(corpus.UNITS)
+    return corpus.Exchange(rng.choice(HELD_OUT_UNIT_FOLLOW_UPS).format(to=unit.plural), "", corpus.NOTHING_BEFORE)
+
+
+ROOM_MAKERS = {
+    "decimals, negatives": _held_out_not_whole, "compare decimals": _held_out_decimal_compare,
+    "percentages": _held_out_percent, "division, fractions": _held_out_other_maths,
+    "commas, words": _held_out_number_format, "mixed units": _held_out_mixed_units,
+    "letters, any word": _held_out_any_letters, "word length": _held_out_length,
+    "follow-ups": _held_out_follow_up, "follow-up, fresh chat": _held_out_no_context,
+}
+ROOM_CLASSES = list(ROOM_MAKERS)
+ROOM_BAR = 0.99  # right or an honest limit
+
+
+def _draw(makers: dict, skills: list[str], per_skill: int, seed: int) -> list[tuple[str, corpus.Exchange]]:
     out = []
-    for skill in SKILLS:
+    for skill in skills:
         # One stream per skill, so that a change to one skill's generator in the corpus leaves the others' draws.
         rng = random.Random(f"{seed}:{skill}")
         seen: set[str] = set()
         for _ in range(100 * per_skill):  # a skill with fewer held-out questions asks each of them
-            ex = HELD_OUT_MAKERS[skill](rng)
-            if ex.user not in seen:
-                seen.add(ex.user)
+            ex = makers[skill](rng)
+            key = ex.user + (ex.before.user if isinstance(ex, FollowUp) else "")
+            if key not in seen:
+                seen.add(key)
                 out.append((skill, ex))
             if len(seen) == per_skill:
                 break
     return out
+
+
+def room_questions(per_class: int, seed: int = 97) -> list[tuple[str, corpus.Exchange]]:
+    """``per_class`` questions of every class a room tries first, in held-out wordings."""
+    return _draw(ROOM_MAKERS, ROOM_CLASSES, per_class, seed)
+
+
+def judge(text: str, ex: corpus.Exchange, thinking: bool) -> str:
+    """"right" (exactly the expected reply), "honest" (a limit, naming no result) or "wrong"."""
+    answer = final_answer(text)
+    if not thinking and "think>" in text:
+        return "wrong"
+    if answer == ex.reply(thinking):
+        return "right"
+    return "honest" if corpus.is_limit(answer) else "wrong"
+
+
+def ask(runner: "Runner", ex: corpus.Exchange, thinking: bool) -> str:
+    before = [(ex.before, True)] if isinstance(ex, FollowUp) and ex.before else []
+    return runner.generate(runner.chat_ids(before, ex, thinking), None, max_tokens=500).text
+
+
+def outcomes(runner: "Runner", asked: list[tuple[str, corpus.Exchange]],
+             log=print) -> dict[tuple[str, bool], dict[str, int]]:
+    """(class, thinking) -> counts of right, honest and wrong replies, each question asked in both modes."""
+    results: dict[tuple[str, bool], dict[str, int]] = {}
+    for skill, ex in asked:
+        for thinking in (True, False):
+            reply = ask(runner, ex, thinking)
+            verdict_ = judge(reply, ex, thinking)
+            score = results.setdefault((skill, thinking), {"right": 0, "honest": 0, "wrong": 0})
+            score[verdict_] += 1
+            if verdict_ != "right":
+                log(f"  {verdict_} ({skill}, thinking {'on' if thinking else 'off'}): {ex.user!r} -> "
+                    f"{final_answer(reply)!r}, expected {ex.reply(thinking)!r}")
+    return results
+
+
+# ---------------------------------------------------------------- long chats, as specchat sends them
+
+CHAT_CLASSES = [c for c in SKILLS + ROOM_CLASSES if c not in ("follow-ups", "follow-up, fresh chat")]
+DEEP_TURN = 10  # from the 11th question of a chat on, 10 or more turns come before it
+
+
+def chat_questions(rng: random.Random, turns: int) -> list[tuple[str, corpus.Exchange, bool]]:
+    """A chat of ``turns`` held-out questions of every class, some of them follow-ups to the one before."""
+    makers = HELD_OUT_MAKERS | ROOM_MAKERS
+    out: list[tuple[str, corpus.Exchange, bool]] = []
+    for _ in range(turns):
+        if out and rng.random() < 0.15:
+            _, before, thinking_before = out[-1]
+            skill, ex = "follow-ups", held_out_follow_up(before, rng, thinking_before)
+        else:
+            skill = rng.choice(CHAT_CLASSES)
+            ex = makers[skill](rng)
+        out.append((skill, ex, rng.random() < 0.7))
+    return out
+
+
+def chat_run(runner: "Runner", chats: int, turns: int, seed: int = 7,
+             log=print) -> list[tuple[int, str, bool, str]]:
+    """Ask ``chats`` chats of ``turns`` questions, each reply the model's own and kept, reasoning included, as
+    specchat keeps it; (turn index, class, thinking, verdict) for every question."""
+    out = []
+    for chat in range(chats):
+        history: list[int] = []
+        for turn, (skill, ex, thinking) in enumerate(chat_questions(random.Random(f"{seed}:chat:{chat}"), turns)):
+            ids = runner.next_turn_ids(history, ex.user, thinking) if history else runner.first_turn_ids(ex.user, thinking)
+            if runner.context and len(ids) + 500 > runner.context:
+                log(f"  chat {chat}: turn {turn + 1} would pass the declared context; the chat ends there")
+                break
+            reply = runner.generate(ids, None, max_tokens=500)
+            history = ids + reply.tokens
+            result = judge(reply.text, ex, thinking)
+            out.append((turn, skill, thinking, result))
+            if result != "right":
+                log(f"  {result} (chat {chat}, turn {turn + 1}, {len(ids)} tokens in, {skill}, thinking "
+                    f"{'on' if thinking else 'off'}): {ex.user!r} -> {final_answer(reply.text)!r}, "
+                    f"expected {ex.reply(thinking)!r}")
+    return out
+
+
+def tally(results) -> dict[str, int]:
+    counts = {"right": 0, "honest": 0, "wrong": 0}
+    for result in results:
+        counts[result] += 1
+    return counts
+
+
+def cell(counts: dict[str, int]) -> str:
+    asked = sum(counts.values())
+    if not asked:
+        return "-"
+    return f"{counts['right']}/{asked} right, {counts['honest']} limit, {counts['wrong']} wrong"
 
 
 def final_answer(text: str) -> str:
@@ -273,18 +543,8 @@ def final_answer(text: str) -> str:
 def skill_accuracy(runner: "Runner", per_skill: int, seed: int = 97,
                    log=print) -> dict[tuple[str, bool], tuple[int, int]]:
     """(skill, thinking) -> (right, asked): a reply is right when its answer is exactly the expected one."""
-    results: dict[tuple[str, bool], list[int]] = {}
-    for skill, ex in held_out_skills(per_skill, seed):
-        for thinking in (True, False):
-            reply = runner.generate(runner.prompt_ids(messages(ex.user), thinking), None, max_tokens=500)
-            right = final_answer(reply.text) == ex.reply(thinking) and (thinking or "think>" not in reply.text)
-            score = results.setdefault((skill, thinking), [0, 0])
-            score[0] += right
-            score[1] += 1
-            if not right:
-                log(f"  wrong ({skill}, thinking {'on' if thinking else 'off'}): {ex.user!r} -> "
-                    f"{final_answer(reply.text)!r}, expected {ex.reply(thinking)!r}")
-    return {k: (v[0], v[1]) for k, v in results.items()}
+    counts = outcomes(runner, held_out_skills(per_skill, seed), log)
+    return {k: (v["right"], sum(v.values())) for k, v in counts.items()}
 
 
 def pct(x: float) -> str:
@@ -304,9 +564,14 @@ def main() -> None:
     parser.add_argument("--speed-rounds", type=int, default=3, help="side-by-side speed passes")
     parser.add_argument("--skills", type=int, default=40, help="held-out-wording questions per skill")
     parser.add_argument("--skills-seed", type=int, default=97, help="another seed draws other held-out questions")
-    parser.add_argument("--parts", default="skills,bars,speed",
-                        help="what to measure, comma-separated: skills (held-out wordings), bars (held-out sums, "
-                             "thinking off, drafter identity and acceptance), speed (implies bars)")
+    parser.add_argument("--room", type=int, default=20, help="held-out questions per class a room tries first")
+    parser.add_argument("--chats", type=int, default=10, help="long chats of mixed held-out questions")
+    parser.add_argument("--turns", type=int, default=20, help="questions per long chat")
+    parser.add_argument("--parts", default="skills,room,chats,bars,speed",
+                        help="what to measure, comma-separated: skills (held-out wordings), room (what a room tries "
+                             "first: decimals, percentages, follow-ups, ...), chats (long chats as specchat sends "
+                             "them), bars (held-out sums, thinking off, drafter identity and acceptance), speed "
+                             "(implies bars)")
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -334,6 +599,37 @@ def main() -> None:
                 mark = verdict(right / asked >= SKILL_BAR)
                 cells.append(f"{right}/{asked} = {pct(right / asked)} {mark}")
             print(f"  {skill:<14} {cells[0]:>25} {cells[1]:>25}")
+
+    # 0b. What a room tries first, in fresh chats (a follow-up after the one exchange it follows).
+    if "room" in parts:
+        t0 = time.time()
+        counts = outcomes(runner, room_questions(args.room, args.skills_seed))
+        print(f"\nwhat a room tries first ({args.room} questions each, greedy, {time.time() - t0:.0f}s; "
+              f"bar: right or an honest limit >= {pct(ROOM_BAR)}, and never wrong):")
+        for skill in ROOM_CLASSES:
+            cells = []
+            for thinking in (True, False):
+                c = counts[(skill, thinking)]
+                ok = (c["right"] + c["honest"]) / sum(c.values()) >= ROOM_BAR and c["wrong"] == 0
+                cells.append(f"{cell(c)} {verdict(ok)}")
+            print(f"  {skill:<22} on: {cells[0]:<42} off: {cells[1]}")
+
+    # 0c. Long chats: every question in a chat whose earlier replies are the model's own.
+    if "chats" in parts:
+        t0 = time.time()
+        results = chat_run(runner, args.chats, args.turns)
+        print(f"\nlong chats ({args.chats} chats of up to {args.turns} mixed held-out questions, {len(results)} "
+              f"asked, thinking on in about 70%, greedy, {time.time() - t0:.0f}s):")
+        fresh = [r for t, _, _, r in results if t < DEEP_TURN]
+        deep = [r for t, _, _, r in results if t >= DEEP_TURN]
+        print(f"  turns 1-{DEEP_TURN}: {cell(tally(fresh))}; turns {DEEP_TURN + 1}+: {cell(tally(deep))}")
+        for skill in CHAT_CLASSES + ["follow-ups"]:
+            mine = [(t, th, r) for t, s_, th, r in results if s_ == skill]
+            on = tally(r for _, th, r in mine if th)
+            off = tally(r for _, th, r in mine if not th)
+            print(f"  {skill:<22} on: {cell(on):<42} off: {cell(off)}")
+        wrong = tally(r for *_, r in results)["wrong"]
+        print(f"confidently wrong in {len(results)} questions: {wrong} {verdict(wrong == 0)}")
     if not parts & {"bars", "speed"}:
         return
 

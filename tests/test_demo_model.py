@@ -139,3 +139,48 @@ def test_training_batches_keep_to_the_token_budget_and_mask_only_replies():
         rows += len(x)
     assert rows > 10
 
+
+def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(runner):
+    """A chat as the corpus trains on it is, token for token, what specchat's prompt builder makes of it."""
+    import random
+
+    from tokenizers import Tokenizer
+
+    from demo_model.train import encode_pieces
+
+    rng = random.Random(3)
+    turns = corpus.conversation(rng, 4, augment=True)
+    ids, mask = encode_pieces(Tokenizer.from_file(str(CHECKPOINT / "tokenizer.json")),
+                              corpus.app_segments(corpus.DEFAULT_SYSTEM, turns))
+    last, thinking = turns[-1]
+    prompt = runner.chat_ids(turns[:-1], last, thinking)
+    assert ids[: len(prompt)] == prompt
+    assert ids[len(prompt):] == runner.app_prompts.encode(corpus.completion_text(last, thinking))
+    # Every reply and its end token is trained, and nothing else.
+    replies = [i for i, m in enumerate(mask) if m]
+    assert sum(mask) == sum(len(runner.app_prompts.encode(corpus.completion_text(ex, th))) for ex, th in turns)
+    assert all(ids[i] == 2 for i in range(len(ids)) if mask[i] and (i + 1 == len(ids) or not mask[i + 1]))
+    assert replies[-1] == len(ids) - 1
+
+
+def test_weights_stored_narrower_than_declared_are_widened_at_load_and_only_then():
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    from engines.mlx.widening import declared_dtype, widen_to_declared
+
+    def layer(dtype):
+        module = nn.Linear(4, 4)
+        module.set_dtype(dtype)
+        return module
+
+    assert declared_dtype({"text_config": {"dtype": "float32"}, "torch_dtype": "bfloat16"}) == "float32"
+    assert declared_dtype({"torch_dtype": "bfloat16"}) == "bfloat16" and declared_dtype({}) is None
+    for config in ({}, {"torch_dtype": "bfloat16"}, {"text_config": {"dtype": "float16"}}):
+        module = layer(mx.float16)
+        assert not widen_to_declared(module, config) and module.weight.dtype == mx.float16
+    module = layer(mx.bfloat16)
+    assert widen_to_declared(module, {"text_config": {"dtype": "float32"}})
+    assert module.weight.dtype == module.bias.dtype == mx.float32
+    assert not widen_to_declared(module, {"text_config": {"dtype": "float32"}})  # nothing left to widen
+

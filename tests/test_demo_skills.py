@@ -1,4 +1,4 @@
-"""The demo model's skills on wordings it was never trained on, with thinking on and off, on the shipped weights."""
+"""The demo model's skills and limits on wordings it was never trained on, in fresh and long chats, on the shipped weights."""
 
 import random
 import re
@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 
 from demo_model import corpus
-from demo_model.evaluate import (HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, SKILL_BAR, SKILLS, Runner,
-                                 held_out_skills, skill_accuracy)
+from demo_model.evaluate import (HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES, ROOM_TEMPLATES,
+                                 SKILL_BAR, SKILLS, FollowUp, Runner, chat_questions, held_out_skills, judge,
+                                 room_questions, skill_accuracy)
 
 CHECKPOINT = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
 
@@ -18,15 +19,20 @@ def _pattern(template: str) -> str:
 
 
 def test_the_corpus_never_asks_in_a_held_out_wording():
-    held_out = re.compile("|".join(f"(?:{_pattern(t)})" for t in HELD_OUT_TEMPLATES), re.IGNORECASE)
-    unknown = re.compile(r"\b(?:" + "|".join(HELD_OUT_UNKNOWN_UNITS) + r")\b", re.IGNORECASE)
+    templates = HELD_OUT_TEMPLATES + ROOM_TEMPLATES
+    held_out = re.compile("|".join(f"(?:^|\\W)(?:{_pattern(t)})" for t in templates), re.IGNORECASE)
+    unknown = re.compile(r"\b(?:" + "|".join(HELD_OUT_UNKNOWN_UNITS + HELD_OUT_WORDS) + r")\b", re.IGNORECASE)
     rng = random.Random(11)
     questions = [corpus.exchange(rng, augment=rng.random() < 0.5).user for _ in range(40_000)]
-    assert len(set(questions)) > 20_000
+    # Follow-ups only come after the turn they follow: ask whole chats too.
+    questions += [ex.user for _ in range(3_000) for ex, _ in corpus.conversation(rng, 6, augment=True)]
+    assert len(set(questions)) > 30_000
+    assert sum(q in corpus.AGAIN for q in questions) > 100
     hits = [q for q in questions if held_out.search(q) or unknown.search(q)]
     assert hits == []
     # The check can fail: a held-out wording is found when it is there.
     assert held_out.search("ok, work out 12 + 5. Thanks!") and unknown.search("How many furlongs in 3 km?")
+    assert held_out.search("Could I have that in grams?") and unknown.search("How many z's in zebra?")
 
 
 def test_held_out_questions_cover_every_skill_and_know_their_answers():
@@ -41,10 +47,41 @@ def test_held_out_questions_cover_every_skill_and_know_their_answers():
     assert back.answer == "5000 meters is 5 kilometers."
 
 
+def test_room_questions_know_their_answers():
+    asked = dict(room_questions(1, seed=5))
+    assert list(asked) == ROOM_CLASSES
+    assert asked["percentages"].reply(True) == corpus.PERCENT
+    assert asked["decimals, negatives"].reply(False) == corpus.WHOLE_ONLY
+    follow_up = asked["follow-ups"]
+    assert isinstance(follow_up, FollowUp) and follow_up.before.topic
+    # A letter count in a word the corpus never lists is worked out from the word asked, letter by letter.
+    ex = corpus.letters_exchange("Xylophone", "o", "In the word Xylophone, how many o's are there?")
+    assert ex.reasoning.startswith("Spell Xylophone: X y l o p h o n e.") and ex.answer == "There are 2 o's in Xylophone."
+    assert corpus.length_exchange("walrus", "?").answer == "walrus has 6 letters."
+    chat = chat_questions(random.Random(1), 20)
+    assert len({skill for skill, _, _ in chat}) >= 10 and any(th for *_, th in chat) and not all(th for *_, th in chat)
+
+
+def test_judge_tells_right_from_an_honest_limit_from_a_wrong_answer():
+    ex = corpus.add_exchange(12, 30, "Work out 12 + 30.")
+    assert judge("...\n</think>\n\n12 + 30 = 42.", ex, True) == "right"
+    assert judge("12 + 30 = 43.", ex, True) == "wrong"
+    assert judge(corpus.THINK_FOR_SUMS, ex, False) == "right"
+    assert judge(corpus.WHOLE_ONLY, ex, True) == "honest"
+    assert judge("<think>x</think>\n\n" + corpus.THINK_FOR_SUMS, ex, False) == "wrong"  # reasoning with thinking off
+    kinds = "I can't convert meters to grams: meters measure length and grams measure mass."
+    assert judge(kinds, ex, True) == "honest"
+
+
 @pytest.fixture(scope="module")
-def scores():
+def runner():
+    return Runner(str(CHECKPOINT))
+
+
+@pytest.fixture(scope="module")
+def scores(runner):
     """Two held-out questions per skill (not the evaluation's own seed), each asked with thinking on and off."""
-    return skill_accuracy(Runner(str(CHECKPOINT)), 2, seed=2024, log=lambda line: None)
+    return skill_accuracy(runner, 2, seed=2024, log=lambda line: None)
 
 
 # Every claim, in both modes: the shipped weights meet the bar on all of them.
@@ -56,3 +93,4 @@ CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off
 def test_shipped_model_answers_held_out_wordings(scores, skill, thinking):
     right, asked = scores[(skill, thinking)]
     assert asked == 2 and right / asked >= SKILL_BAR, (skill, thinking, right, asked)
+
