@@ -209,3 +209,37 @@ def test_a_page_reloaded_during_the_live_lane_plays_the_recording_from_where_the
     assert squeeze(after["off"]["text"]).startswith(before["off"])
     page.click("#stop")
     wait_race_done(tab)
+
+
+# Both lanes' boxes, and whether each sits wholly in the part of the messages' scroller on screen.
+LANE_BOXES = """() => Object.fromEntries([...document.querySelectorAll('.msg.race .race-lane')].map((el) => {
+  const box = el.getBoundingClientRect(), log = document.querySelector('#log').getBoundingClientRect();
+  const seen = box.left >= log.left - 1 && box.right <= log.right + 1 && box.top >= log.top - 1
+    && box.bottom <= log.bottom + 1;
+  return [el.dataset.lane, { left: box.left, right: box.right, top: box.top, seen }];
+}))"""
+
+
+def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(tab):  # noqa: F811
+    tab.page.set_viewport_size({"width": 390, "height": 844})
+    slow_long_race(tab)
+    race(tab, "Count the steps", 1)
+    page = tab.page
+    page.wait_for_function("() => document.querySelector('.race-lane[data-lane=off][data-source=recording]"
+                           " .lane-answer')?.textContent.length > 20", timeout=30_000)
+    boxes = page.evaluate(LANE_BOXES)
+    screenshot(page, "live-race-phone")
+    # The recording beside the live lane, not above it out of sight: both in the window, in one row.
+    assert boxes["off"]["seen"] and boxes["on"]["seen"], boxes
+    assert boxes["off"]["right"] <= boxes["on"]["left"] and abs(boxes["off"]["top"] - boxes["on"]["top"]) <= 1
+    from tests.test_browser_layout import OVERFLOWING
+    assert page.evaluate(OVERFLOWING) == []
+    done = wait_race_done(tab)
+    assert done["finish_reason"] == "stop"
+    samples = [s for s in page.evaluate("window.samples")
+               if s["on"]["source"] == "live" and s["off"]["state"] == s["on"]["state"] == "streaming"]
+    for lane in ("off", "on"):
+        heights = [s[lane]["height"] for s in spread_over(samples, 4)]
+        assert all(b > a for a, b in zip(heights, heights[1:])), (lane, heights)
+    screenshot(page, "live-race-phone-done")
+    assert page.evaluate(OVERFLOWING) == []
