@@ -222,3 +222,15 @@ def test_models_dir_flag(hub, start_server, tmp_path):
     found = by_name(requests.get(server.url + "/api/models", timeout=10).json())
     assert found["mine"]["source"] == "models-dir" and found["mine"]["mtp"] is True
     assert found["acme/drafty"]["source"] == "hf-cache"  # the environment reaches the server process
+
+
+def test_weights_that_cannot_be_read_carry_no_head_whatever_the_config_says(tmp_path):
+    """A folder cloned without its large files holds pointer files where the weights should be: it is listed,
+    and it has no MTP head to draft with, as the MLX engine sees it too."""
+    from engines.mlx.loading import has_bundled_mtp
+
+    folder = tmp_path / "models" / "pointers"
+    write_checkpoint(folder, WEIGHTS + MTP, {"model_type": "qwen3_5", "text_config": {"mtp_num_hidden_layers": 1}})
+    (folder / "model.safetensors").write_text("version https://git-lfs.github.com/spec/v1\nsize 123\n")
+    assert [(m["name"], m["mtp"]) for m in models.models_dir_models(tmp_path / "models")] == [("pointers", False)]
+    assert not has_bundled_mtp(folder)

@@ -16,7 +16,7 @@ import httpx
 from flask import Blueprint, current_app, jsonify, request
 
 from engines.errors import EngineError
-from engines.mlx.checkpoints import (Listed, has_mtp, hf_hub_cache, hub_checkpoints, is_checkpoint,
+from engines.mlx.checkpoints import (Listed, has_bundled_mtp, hf_hub_cache, hub_checkpoints, is_checkpoint,
                                      models_dir_checkpoints, size_bytes)
 from engines.mlx.drafter_search import DrafterSearch, available_drafter
 from engines.registry import MTPLX_URL, TabPolicy
@@ -36,7 +36,7 @@ def _client_error(exc: ClientError):
 def describe(listed: Listed, source: str, models_dir: Path | None = None) -> dict:
     """A listed model; ``drafter``: for one without an MTP head, the drafter folder (or the hub id whose head is
     in the hub cache) the MLX engine would use, found as it finds one (engines/mlx/drafter_search.py)."""
-    mtp = has_mtp(listed.path)
+    mtp = has_bundled_mtp(listed.path)
     drafter = None if mtp else available_drafter(listed.path, DrafterSearch(models_dir=models_dir))
     return {"name": listed.name, "path": str(listed.path), "size_bytes": listed.size_bytes, "mtp": mtp,
             "drafter": drafter, "source": source}

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 INDEX = "model.safetensors.index.json"
-MAX_HEADER = 64 << 20  # a safetensors header is JSON; far larger means a damaged file
 MODELS_DIR_DEPTH = 2  # models/NAME and models/ORG/NAME
 
 
@@ -51,50 +49,28 @@ def size_bytes(path: Path) -> int:
 
 
 def tensor_names(folder: Path) -> list[str] | None:
-    """Tensor names from the index, else from the files' headers (nothing is loaded); None when unreadable."""
+    """Tensor names from the index, else from the files' headers (no tensor is read); None when unreadable."""
+    from safetensors import SafetensorError, safe_open
+
     index = folder / INDEX
-    try:
-        if index.is_file():
-            return list(json.loads(index.read_text()).get("weight_map", {}))
-        names = []
-        for file in folder.glob("*.safetensors"):
-            with file.open("rb") as f:
-                (length,) = struct.unpack("<Q", f.read(8))
-                if length > MAX_HEADER:
-                    return None
-                names += [k for k in json.loads(f.read(length)) if k != "__metadata__"]
-        return names
-    except (OSError, ValueError, struct.error, AttributeError):
-        return None
+    if index.is_file():
+        weight_map = (read_json(index) or {}).get("weight_map")
+        return list(weight_map) if isinstance(weight_map, dict) else None
+    names = []
+    for file in sorted(folder.glob("*.safetensors")):
+        try:
+            with safe_open(str(file), framework="numpy") as f:
+                names += f.keys()
+        except (OSError, SafetensorError):
+            return None
+    return names
 
 
 def has_bundled_mtp(path: Path) -> bool:
-    """True when the checkpoint carries a native MTP head (``mtp.*`` tensors)."""
-    index = path / INDEX
-    if index.is_file():
-        return any(k.startswith("mtp.") for k in json.loads(index.read_text()).get("weight_map", {}))
-    from safetensors import safe_open
-
-    for file in path.glob("*.safetensors"):
-        with safe_open(str(file), framework="numpy") as f:
-            if any(k.startswith("mtp.") for k in f.keys()):
-                return True
-    return False
-
-
-def has_mtp(path: Path) -> bool:
-    """Whether the checkpoint carries an MTP head: ``mtp.*`` tensors, or, when its tensors cannot be read, a
-    config that declares MTP layers. A config that declares them over weights without them (converted
-    checkpoints often drop the head) reads false: there would be nothing to draft with."""
-    names = tensor_names(path)
-    if names is not None:
-        return any(name.startswith("mtp.") for name in names)
-    try:
-        config = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError):
-        return False
-    layers = [config.get("mtp_num_hidden_layers"), (config.get("text_config") or {}).get("mtp_num_hidden_layers")]
-    return any(isinstance(n, int) and n > 0 for n in layers)
+    """Whether the checkpoint carries a native MTP head: ``mtp.*`` tensors. A config that declares MTP layers
+    over weights without them (converted checkpoints often drop the head) does not count, nor do weights
+    that cannot be read: there would be nothing to draft with."""
+    return any(name.startswith("mtp.") for name in tensor_names(path) or [])
 
 
 def head_shards(folder: Path) -> list[str]:
@@ -127,27 +103,24 @@ def cached_file(repo_id: str, filename: str) -> Path | None:
 
 
 def hub_checkpoints(cache: Path) -> list[Listed]:
-    """One per cached repository that holds a checkpoint: the snapshot ``refs/main`` names, else the newest."""
-    found = []
+    """One per cached model repository that holds a checkpoint (as huggingface_hub's scan of the cache finds
+    them): the snapshot ``refs/main`` names, else the newest."""
+    from huggingface_hub import scan_cache_dir
+    from huggingface_hub.errors import CacheNotFound
+
     try:
-        repos = sorted(p for p in cache.iterdir() if p.name.startswith("models--") and p.is_dir())
-    except OSError:
-        return found
-    for repo in repos:
-        snapshots = repo / "snapshots"
-        try:
-            candidates = sorted((p for p in snapshots.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime,
-                                reverse=True)
-        except OSError:
+        scan = scan_cache_dir(cache)
+    except (CacheNotFound, ValueError):  # no cache yet, or a file where it should be
+        return []
+    found = []
+    for repo in sorted(scan.repos, key=lambda r: r.repo_path.name):
+        if repo.repo_type != "model":
             continue
-        ref = repo / "refs" / "main"
-        if ref.is_file():
-            main = snapshots / ref.read_text().strip()
-            candidates = [main, *(p for p in candidates if p != main)]
-        snapshot = next((p for p in candidates if is_checkpoint(p)), None)
-        if snapshot is not None:
-            name = repo.name.removeprefix("models--").replace("--", "/")
-            found.append(Listed(name, snapshot, size_bytes(snapshot)))
+        revisions = sorted(repo.revisions, key=lambda r: ("main" not in r.refs, -r.last_modified))
+        revision = next((r for r in revisions if is_checkpoint(r.snapshot_path)), None)
+        if revision is not None:  # the path under the cache as given, not the scan's resolved one
+            path = cache / revision.snapshot_path.relative_to(scan.cache_dir)
+            found.append(Listed(repo.repo_id, path, size_bytes(path)))
     return found
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import EngineError
-from .checkpoints import INDEX, cached_file, head_shards, hf_hub_cache, hub_repo_of, read_json, tensor_names
+from .checkpoints import (INDEX, cached_file, head_shards, hf_hub_cache, hub_repo_of, is_checkpoint, read_json,
+                          tensor_names)
 
 log = logging.getLogger(__name__)
 DRAFTER_TYPE = "qwen3_5_mtp"
@@ -164,8 +165,8 @@ class Finder:
         return list(dict.fromkeys(folders))
 
     def fits(self, folder: Path) -> bool:
-        config = read_json(folder / "config.json")
-        if config is None or config.get("model_type") != DRAFTER_TYPE or not any(folder.glob("*.safetensors")):
+        config = read_json(folder / "config.json") if is_checkpoint(folder) else None
+        if config is None or config.get("model_type") != DRAFTER_TYPE:
             return False
         why = mismatch(self.config, config)
         if why:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelNotFound
-from .checkpoints import has_bundled_mtp
+from .checkpoints import has_bundled_mtp, is_checkpoint
 from .drafter_search import DrafterSearch, FoundDrafter, NoDrafter, can_search, find_drafter
 
 log = logging.getLogger(__name__)
@@ -32,12 +32,13 @@ def check_model_dir(spec: str) -> None:
     path = Path(spec).expanduser()
     if not path.exists():
         raise ModelNotFound(f"Model path {spec} does not exist. Pass --model a model folder or a hub id.")
-    if not path.is_dir() or not (path / "config.json").is_file():
+    if is_checkpoint(path):
+        return
+    if not (path / "config.json").is_file():
         raise ModelNotFound(
             f"{spec} is not a model folder (no config.json). Pass --model a folder with config.json and weights."
         )
-    if not any(path.glob("*.safetensors")):
-        raise ModelNotFound(f"{spec} has no *.safetensors weights. Pass --model a complete model folder.")
+    raise ModelNotFound(f"{spec} has no *.safetensors weights. Pass --model a complete model folder.")
 
 
 def resolve(spec: str) -> Path:
