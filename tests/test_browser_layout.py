@@ -222,28 +222,30 @@ def test_race_lane_headers_stay_on_one_line_beside_both_panes(open_page, fake_se
     assert page.evaluate(OVERFLOWING) == []
 
 
-# Each header cell of the race summary's table (its lanes' and rows' names): how many lines its text takes.
-SUMMARY_HEAD_LINES = """() => [...document.querySelectorAll('.msg.race .race-table th')].filter((th) => th.textContent)
-  .map((th) => {
+# Each cell of the race summary's table but the fifteen depths: its text and how many lines that takes.
+SUMMARY_CELL_LINES = """() => [...document.querySelectorAll('.msg.race .race-table :is(th, td)')]
+  .filter((cell) => cell.textContent && !cell.matches('tr[data-row=by_depth] td:last-child'))
+  .map((cell) => {
     const text = document.createRange();
-    text.selectNodeContents(th);  // the text's own box: a cell is as tall as its row
-    return [th.textContent, text.getBoundingClientRect().height / parseFloat(getComputedStyle(th).lineHeight)];
+    text.selectNodeContents(cell);  // the text's own box: a cell is as tall as its row
+    return [cell.textContent, text.getBoundingClientRect().height / parseFloat(getComputedStyle(cell).lineHeight)];
   })"""
 
 
-def test_the_race_summary_names_its_rows_and_lanes_on_one_line_at_block_16(open_page, fake_server):
-    fake_server.engine.delay_s = 0.01
+def test_the_race_summary_keeps_its_cells_on_one_line_at_block_16(open_page, fake_server):
+    fake_server.engine.delay_s = 0.005
     page = open_page(DESKTOP)
     set_setting(page, "draft_block_size", "16")
-    view = race(page, "Convert 5 km to meters", 1)
-    page.wait_for_selector('.msg.race[data-state="done"]', timeout=30_000)
+    view = race(page, "Convert 5 km to meters", 3)
+    page.wait_for_selector('.msg.race[data-state="done"]', timeout=60_000)
     depths = view.locator("tr[data-row=by_depth] td").nth(1)
     assert depths.locator(".acceptance-value").count() == 15
     view.locator(".race-table").scroll_into_view_if_needed()
     screenshot(page, "race-summary-block-16")
-    # Fifteen depths wrap inside their cell; the names beside them keep their one line.
-    heads = page.evaluate(SUMMARY_HEAD_LINES)
-    assert len(heads) == 7 and all(lines < 1.5 for _, lines in heads), heads
+    # Fifteen depths wrap inside their cell; the names and the medians with their spreads keep one line.
+    cells = page.evaluate(SUMMARY_CELL_LINES)
+    assert any("–" in text and "(" in text for text, _ in cells), cells  # three runs: spreads shown
+    assert len(cells) == 16 and all(lines < 1.5 for _, lines in cells), cells
     cell, table = depths.bounding_box(), view.locator(".race-table").bounding_box()
     assert cell["x"] + cell["width"] <= table["x"] + table["width"] + 1
     assert page.evaluate(OVERFLOWING) == []
