@@ -243,3 +243,21 @@ def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(t
         assert all(b > a for a, b in zip(heights, heights[1:])), (lane, heights)
     screenshot(page, "live-race-phone-done")
     assert page.evaluate(OVERFLOWING) == []
+
+
+def test_replay_brings_both_lanes_into_view(tab):  # noqa: F811
+    tab.page.set_viewport_size({"width": 1280, "height": 800})
+    slow_long_race(tab)
+    tab.server.engine.delay_s = 0.01
+    view = race(tab, "Count the steps", 1)
+    wait_race_done(tab)
+    page = tab.page
+    replay = view.get_by_role("button", name="Replay race")
+    replay.scroll_into_view_if_needed()  # where the presenter is after the race: at its summary
+    assert not any(lane["seen"] for lane in page.evaluate(LANE_BOXES).values())
+    replay.click()
+    page.wait_for_selector(".msg.race[data-replaying=true]")
+    boxes = page.evaluate(LANE_BOXES)
+    screenshot(page, "replay-in-view")
+    assert boxes["off"]["seen"] and boxes["on"]["seen"], boxes
+    page.wait_for_selector(".msg.race[data-replaying=false]", timeout=30_000)

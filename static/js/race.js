@@ -67,6 +67,7 @@ export class RaceView {
     this.lanes = { off: new RaceLane("off"), on: new RaceLane("on") };
     const lanes = element("div", "race-lanes");
     lanes.append(this.lanes.off.el, this.lanes.on.el);
+    this.lanesEl = lanes;
     this.summaryEl = element("div", "race-summary");
     this.summaryEl.hidden = true;
     this.notesEl = element("div", "notes");
@@ -383,6 +384,8 @@ export class RaceView {
     this.replayButton.setAttribute("aria-label", "Stop replay");
     this.setStatus("Replaying both lanes at their recorded pace…");
     this.replay.start();
+    // Replay is pressed below the summary, where the lanes are out of sight: bring them to the room.
+    this.lanesEl.scrollIntoView({ block: "nearest" });
   }
 
   async saveReceipt() {
