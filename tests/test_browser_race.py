@@ -265,22 +265,31 @@ def test_slow_drafting_gets_a_notice_with_a_block_that_the_depths_or_the_sweep_s
     note.get_by_role("button", name="Turn the drafter off").click()
     assert wait_for_frame(tab, "settings", seen)["values"]["speculative"] is False
 
-    # After a sweep, its fastest block below the one that lost (each faster than block 1 here).
+    # After a sweep, its fastest block below the one that lost that it measured faster than block 1.
     host.update_settings({"speculative": True, "draft_block_size": block})
     tab.page.fill("#prompt", "sweep me")
     tab.page.get_by_role("button", name="Find the best block size").click()
     tab.page.wait_for_selector('.msg.sweep[data-state="done"]', timeout=60_000)
-    rows = [row for row in tab.of_type("sweep_done")[-1]["rows"] if 1 < row["block"] < block]
-    advised = max(rows, key=lambda row: row["tok_s"]["median"])["block"]
+    rows = tab.of_type("sweep_done")[-1]["rows"]
+    base = next(row for row in rows if row["block"] == 1)["tok_s"]["median"]
+    # One run each: a block counts as faster than block 1 by more than the 20% two rates can differ by.
+    faster = [row for row in rows if 1 < row["block"] < block and row["tok_s"]["median"] > base * 1.2]
     tab.page.fill("#prompt", "hello again")
     tab.page.press("#prompt", "Enter")
     tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
                                timeout=30_000)
     note = tab.page.locator(".msg.assistant").last.locator(".note-slow-draft")
-    assert f"The last block sweep measured block {advised} faster than the drafter off." in note.inner_text()
     seen = len(tab.frames)
-    note.get_by_role("button", name=f"Use block {advised}").click()
-    assert wait_for_frame(tab, "settings", seen)["values"]["draft_block_size"] == advised
+    if faster:
+        advised = max(faster, key=lambda row: row["tok_s"]["median"])["block"]
+        assert f"The last block sweep measured block {advised} faster than the drafter off." in note.inner_text()
+        note.get_by_role("button", name=f"Use block {advised}").click()
+        assert wait_for_frame(tab, "settings", seen)["values"]["draft_block_size"] == advised
+    else:  # a loaded machine can leave no block clearly faster in one run
+        assert f"The last block sweep found no block below {block} faster" in note.inner_text()
+        note.get_by_role("button", name="Turn the drafter off").click()
+        assert wait_for_frame(tab, "settings", seen)["values"]["speculative"] is False
+        host.update_settings({"speculative": True})
 
     # A reply that beats the baseline gets no notice.
     host.baselines.put(host.engine.info(), 1.0, "calibration", prompt_tokens=10)
