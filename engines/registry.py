@@ -142,7 +142,7 @@ def create_engine(spec: EngineSpec, policy: TabPolicy | None = None,
         return MtplxEngine(url, spec.model, spec.api_key, download=policy is None or policy.allow_downloads,
                            may_start=policy is None or is_loopback(urlsplit(url).hostname or ""))
     from .mlx import MlxEngine
-    from .mlx.loading import check_model_dir
+    from .mlx.loading import DRAFTER, check_model_dir
 
     model = spec.model
     if model is None:
@@ -151,5 +151,5 @@ def create_engine(spec: EngineSpec, policy: TabPolicy | None = None,
         model = str(DEFAULT_MODEL)
     check_model_dir(model)
     if spec.drafter not in (None, "none"):
-        check_model_dir(spec.drafter)
+        check_model_dir(spec.drafter, DRAFTER)
     return MlxEngine(model, spec.drafter, drafters)

@@ -58,3 +58,11 @@ def test_a_database_from_a_newer_specchat_is_refused_in_one_line(tmp_path):
     result = run_cli("--engine", "fake", "--port", "0", "--data-dir", str(tmp_path))
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and "newer specchat" in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("command, flag", [(["--drafter"], "--drafter"), (["drafter", "--for"], "--for")])
+def test_a_missing_drafter_or_model_folder_names_the_option_it_came_from(tmp_path, command, flag):
+    result = run_cli(*command, str(tmp_path / "missing"), "--data-dir", str(tmp_path))
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode in (1, 2) and len(lines) == 1, result.stderr
+    assert f"Pass {flag} " in lines[0] and "--model" not in lines[0], lines[0]

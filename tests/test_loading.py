@@ -4,7 +4,7 @@ import sys
 import pytest
 
 from engines.errors import ModelNotFound
-from engines.mlx.loading import check_model_dir, has_bundled_mtp, normalise_rope_parameters
+from engines.mlx.loading import DRAFTER, check_model_dir, has_bundled_mtp, normalise_rope_parameters
 
 
 def test_rope_partial_factor_is_derived_from_factor():
@@ -26,6 +26,16 @@ def test_model_dir_checks(tmp_path, tiny_model):
     (tmp_path / "config.json").write_text("{}")
     with pytest.raises(ModelNotFound, match="no \\*.safetensors"):
         check_model_dir(str(tmp_path))
+
+
+def test_drafter_folder_errors_name_drafter(tmp_path):
+    with pytest.raises(ModelNotFound, match="^Drafter path .* Pass --drafter a drafter folder"):
+        check_model_dir(str(tmp_path / "missing"), DRAFTER)
+    with pytest.raises(ModelNotFound, match="not a drafter folder .* Pass --drafter a folder with config.json"):
+        check_model_dir(str(tmp_path), DRAFTER)
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ModelNotFound, match="Pass --drafter a complete drafter folder"):
+        check_model_dir(str(tmp_path), DRAFTER)
 
 
 def test_bundled_mtp_head_is_detected(tiny_model, tmp_path):

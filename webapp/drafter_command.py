@@ -37,10 +37,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def model_folder(spec: str) -> Path:
     """The folder of ``spec``: a path, or a hub id's snapshot in the hub cache (nothing is downloaded)."""
-    from engines.mlx.loading import check_model_dir, looks_like_path
+    from engines.mlx.loading import Option, check_model_dir, looks_like_path
 
     if looks_like_path(spec):
-        check_model_dir(spec)
+        check_model_dir(spec, Option("--for", "model"))
         return Path(spec).expanduser().resolve()
     config = cached_file(spec, "config.json")
     if config is None:

@@ -9,7 +9,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import ModelNotFound
 from .checkpoints import has_bundled_mtp, is_checkpoint
@@ -25,26 +25,38 @@ def looks_like_path(spec: str) -> bool:
     return spec.startswith(("/", ".", "~")) or Path(spec).expanduser().exists()
 
 
-def check_model_dir(spec: str) -> None:
-    """Raise ModelNotFound unless a local model spec is a folder holding a model."""
+class Option(NamedTuple):
+    """The option a model spec came from, for messages that say what to pass instead."""
+
+    flag: str
+    kind: str  # what it names: "model" or "drafter"
+
+
+MODEL = Option("--model", "model")
+DRAFTER = Option("--drafter", "drafter")
+
+
+def check_model_dir(spec: str, option: Option = MODEL) -> None:
+    """Raise ModelNotFound unless a local spec is a folder holding a checkpoint."""
     if not looks_like_path(spec):
         return  # a hub id; resolved when loading
     path = Path(spec).expanduser()
+    flag, kind = option
     if not path.exists():
-        raise ModelNotFound(f"Model path {spec} does not exist. Pass --model a model folder or a hub id.")
+        raise ModelNotFound(f"{kind.capitalize()} path {spec} does not exist. Pass {flag} a {kind} folder or a hub id.")
     if is_checkpoint(path):
         return
     if not (path / "config.json").is_file():
         raise ModelNotFound(
-            f"{spec} is not a model folder (no config.json). Pass --model a folder with config.json and weights."
+            f"{spec} is not a {kind} folder (no config.json). Pass {flag} a folder with config.json and weights."
         )
-    raise ModelNotFound(f"{spec} has no *.safetensors weights. Pass --model a complete model folder.")
+    raise ModelNotFound(f"{spec} has no *.safetensors weights. Pass {flag} a complete {kind} folder.")
 
 
-def resolve(spec: str) -> Path:
+def resolve(spec: str, option: Option = MODEL) -> Path:
     """A local folder for ``spec``: the path itself, or the hub cache's copy."""
     if looks_like_path(spec):
-        check_model_dir(spec)
+        check_model_dir(spec, option)
         return Path(spec).expanduser().resolve()
     from mlx_vlm.utils import get_model_path
 
@@ -52,7 +64,8 @@ def resolve(spec: str) -> Path:
         return Path(get_model_path(spec))
     except Exception as exc:
         raise ModelNotFound(
-            f"Could not get model {spec} ({exc}). Check the id, or download it and pass its folder to --model."
+            f"Could not get {option.kind} {spec} ({exc}). Check the id, or download it and pass its folder to "
+            f"{option.flag}."
         ) from exc
 
 
@@ -135,7 +148,7 @@ def load_drafter(loaded: LoadedModel, spec: str | None, search: DrafterSearch | 
                 return
             source, name = found.path, str(found.path)
     else:
-        source, name = resolve(spec), spec
+        source, name = resolve(spec, DRAFTER), spec
     with normalised(source) as folder:
         drafter, kind = mlx_load_drafter(str(folder))
     loaded.drafter, loaded.drafter_kind, loaded.drafter_name = drafter, kind, f"{name} ({kind})"
