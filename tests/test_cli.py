@@ -66,3 +66,12 @@ def test_a_missing_drafter_or_model_folder_names_the_option_it_came_from(tmp_pat
     lines = result.stderr.strip().splitlines()
     assert result.returncode in (1, 2) and len(lines) == 1, result.stderr
     assert f"Pass {flag} " in lines[0] and "--model" not in lines[0], lines[0]
+
+
+def test_help_lists_the_commands_with_a_line_each():
+    import re
+
+    result = run_cli("--help")
+    assert result.returncode == 0
+    for name in ("bench", "drafter"):
+        assert re.search(rf"^  {name} +\w+ \w+", result.stdout, re.M), result.stdout

@@ -31,6 +31,11 @@ def default_data_dir() -> Path:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# The commands main() hands the rest of the line to, as --help lists them.
+COMMANDS = {
+    "bench": "decode speed with the drafter off and at each draft block, from a terminal",
+    "drafter": "find or build the MTP head of a checkpoint converted without it",
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -73,7 +78,10 @@ def check_token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = _Parser(prog="specchat", description="Chat with a local model in your browser.")
+    commands = "\n".join(f"  {name:<9} {words}" for name, words in COMMANDS.items())
+    parser = _Parser(prog="specchat", description="Chat with a local model in your browser.",
+                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                     epilog=f"commands (specchat COMMAND --help for their options):\n{commands}")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     parser.add_argument("--port", type=port, default=8765, help="port to serve on (default 8765; 0 picks a free one)")
     parser.add_argument(
