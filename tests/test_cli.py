@@ -75,3 +75,19 @@ def test_help_lists_the_commands_with_a_line_each():
     assert result.returncode == 0
     for name in ("bench", "drafter"):
         assert re.search(rf"^  {name} +\w+ \w+", result.stdout, re.M), result.stdout
+
+
+@pytest.mark.parametrize("command", [[], ["bench"], ["drafter"]])
+def test_every_option_says_what_it_does(command):
+    import re
+
+    text = run_cli(*command, "--help").stdout
+    entries: list[list[str]] = []  # an option's lines: the one naming it, then its wrapped description
+    for line in re.split(r"^options:$", text, flags=re.M)[1].splitlines():
+        if line.startswith("  -"):
+            entries.append([line])
+        elif entries and line.startswith("   "):
+            entries[-1].append(line)
+    assert len(entries) > 5
+    undescribed = [e[0].strip() for e in entries if len(e) == 1 and not re.search(r"\S {2,}\S", e[0].strip())]
+    assert undescribed == [], undescribed

@@ -51,7 +51,9 @@ def runs(text: str) -> int:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = _Parser(prog="specchat bench", description="Decode speed with the drafter off and at each draft "
                      "block, interleaved, through the app's engine. Prints a table; --json writes it.")
-    parser.add_argument("--engine", choices=["mlx", "mtplx", "openai", "fake"], default="mlx")
+    parser.add_argument("--engine", choices=["mlx", "mtplx", "openai", "fake"], default="mlx",
+                        help="mlx: the model in this process (default); mtplx: a local MTPLX daemon; openai: an "
+                        "OpenAI-compatible server (needs --base-url); fake: a scripted engine")
     parser.add_argument("--model", help="model folder or hub id (default: the bundled demo model)")
     parser.add_argument("--drafter", help="drafter folder or hub id, or 'none' (default: the model's MTP head)")
     parser.add_argument("--base-url", help="mtplx or openai engines: the server's address")
@@ -62,9 +64,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=256, help="most answer tokens per reply (default 256)")
     parser.add_argument("--budget", type=int, default=512, help="most thinking tokens per reply; 0 turns thinking "
                         "off (default 512, as the app)")
-    parser.add_argument("--temperature", type=float, default=0.0, help="0 is greedy (default)")
-    parser.add_argument("--top-p", type=float, default=1.0)
-    parser.add_argument("--system-prompt", help="default: the app's")
+    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 is greedy (default)")
+    parser.add_argument("--top-p", type=float, default=1.0,
+                        help="with a temperature above 0, sample from the likeliest tokens whose probabilities add "
+                        "up to this (default 1.0: all of them)")
+    parser.add_argument("--system-prompt", help="the system prompt of every reply (default: the app's)")
     parser.add_argument("--loop", choices=["specchat", "mlx-vlm", "both"], default="specchat",
                         help="MLX engine: specchat's own draft/verify loop (default), mlx-vlm's, or both side by "
                         "side, interleaved")
