@@ -49,7 +49,8 @@ SAMPLER = """
     if (race && ["racing", "stopping"].includes(race.dataset.state)) {
       const lanes = Object.fromEntries(
         [...race.querySelectorAll(".race-lane")].map((el) => [el.dataset.lane, lane(el)]));
-      window.samples.push({ t: performance.now(), ...lanes }); // a frame's own time can precede its messages
+      const status = race.querySelector(".race-status").textContent;
+      window.samples.push({ t: performance.now(), status, ...lanes }); // a frame's own time can precede its messages
     }
     requestAnimationFrame(sample);
   };
@@ -261,3 +262,21 @@ def test_replay_brings_both_lanes_into_view(tab):  # noqa: F811
     screenshot(page, "replay-in-view")
     assert boxes["off"]["seen"] and boxes["on"]["seen"], boxes
     page.wait_for_selector(".msg.race[data-replaying=false]", timeout=30_000)
+
+
+def test_runs_auto_says_which_pair_is_running(tab):  # noqa: F811
+    slow_long_race(tab)
+    tab.server.engine.delay_s = 0.004
+    race(tab, "Count the steps", "auto")
+    done = wait_race_done(tab)
+    pairs = done["runs"]
+    assert pairs >= 5
+    samples = tab.page.evaluate("window.samples")
+    # However many pairs it takes, each lane's header names its pair, the recording the same as the live lane.
+    live = {s[lane]["run"] for s in samples for lane in ("off", "on") if s[lane]["source"] == "live"}
+    assert live == {f"run {n}" for n in range(1, pairs + 1)}, live
+    beside = [s for s in samples if "recording" in (s["off"]["source"], s["on"]["source"])]
+    assert beside and all(s["off"]["run"] == s["on"]["run"] for s in beside)
+    statuses = {s["status"] for s in samples}
+    assert f"Run {pairs}: drafter on, live beside drafter off's recording…" in statuses \
+        or f"Run {pairs}: drafter off, live beside drafter on's recording…" in statuses, statuses

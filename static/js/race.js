@@ -28,7 +28,9 @@ function button(label, name, onClick) {
   return el;
 }
 
+/** Which pair a run is: "run 2 of 3", or with runs "auto" (pairs added until they settle it) "run 2". */
 function runLabel(run, runs) {
+  if (runs === "auto") return `run ${run + 1}`;
   return runs > 1 ? `run ${run + 1} of ${runs}` : "";
 }
 
@@ -45,7 +47,7 @@ export class RaceView {
   /**
    * @param {string} id the race id
    * @param {string} prompt
-   * @param {number} runs pairs asked for
+   * @param {number|"auto"} runs pairs asked for ("auto": the server adds pairs until they settle it)
    * @param {{context: () => object, onFinished?: (raceDone: object) => void}} hooks `context` gives
    *   the engine and settings the receipt card falls back on.
    */
@@ -142,10 +144,11 @@ export class RaceView {
     this.record[frame.lane] = this.record[frame.lane].filter((r) => r.run !== run.run).concat(run);
     this.currentLane = { name: frame.lane, run };
     const beside = this.pairUp(frame.lane, run.run);
-    lane.begin(run.run, this.runs, undefined, "live");
+    const label = runLabel(run.run, this.runs);
+    lane.begin(run.run, this.runs, label, "live");
     this.shown[frame.lane] = run;
     if (this.el.dataset.state !== "stopping") {
-      const pair = this.runs > 1 ? `Run ${run.run + 1} of ${this.runs}: ` : "";
+      const pair = label ? `${label[0].toUpperCase()}${label.slice(1)}: ` : "";
       const against = beside ? `, live beside ${LANE_NAMES[OTHER[frame.lane]]}'s recording` : "";
       this.setStatus(`${pair}${LANE_NAMES[frame.lane]}${against}…`);
     }
