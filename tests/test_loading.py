@@ -68,3 +68,23 @@ def test_checkpoint_with_only_a_rope_factor_loads_and_drafts(tiny_model, tmp_pat
     assert loaded.config["text_config"]["rope_parameters"]["partial_rotary_factor"] == 0.25
     assert "partial_rotary_factor" not in json.loads((copy / "config.json").read_text())["text_config"]["rope_parameters"]
     assert not any(p.name.startswith("specchat-model-") for p in tmp_path.iterdir())
+
+
+def test_the_drafter_kind_is_logged_without_a_flag_specchat_lacks(tiny_model, caplog):
+    """mlx-vlm names its own --draft-kind flag when it detects a drafter's kind: specchat's load says what it
+    found instead, and leaves mlx-vlm's other logging alone."""
+    import logging
+
+    from mlx_vlm.speculative.drafters import resolve_drafter_kind
+
+    from engines.mlx.loading import MLX_DRAFTERS_LOGGER, load_drafter, load_model
+
+    loaded = load_model(str(tiny_model))
+    with caplog.at_level(logging.INFO, logger=MLX_DRAFTERS_LOGGER):
+        load_drafter(loaded, None)
+        ours = [r.getMessage() for r in caplog.records if r.name == MLX_DRAFTERS_LOGGER]
+        caplog.clear()
+        resolve_drafter_kind(tiny_model)  # outside specchat's load: mlx-vlm's own words
+        theirs = [r.getMessage() for r in caplog.records if r.name == MLX_DRAFTERS_LOGGER]
+    assert len(ours) == 1 and ours[0].startswith("drafter kind 'mtp' detected for ") and "--draft" not in ours[0]
+    assert len(theirs) == 1 and "--draft-kind" in theirs[0]

@@ -19,6 +19,7 @@ log = logging.getLogger(__name__)
 
 # Keys mlx-vlm's qwen3_5 config requires inside rope_parameters.
 REQUIRED_ROPE_KEYS = ("partial_rotary_factor", "type", "mrope_section", "rope_theta")
+MLX_DRAFTERS_LOGGER = "mlx_vlm.speculative.drafters"  # the module whose load_drafter specchat calls
 
 
 def looks_like_path(spec: str) -> bool:
@@ -120,6 +121,27 @@ def normalised(path: Path):
         shutil.rmtree(view, ignore_errors=True)  # only our links and the config copy live there
 
 
+class _DrafterKindWording(logging.Filter):
+    """mlx-vlm logs the drafter kind it detected as its own command line's ``--draft-kind`` flag, which
+    specchat does not have: the line says what was found instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith("Auto-detected --draft-kind="):
+            record.msg = "drafter kind %r detected for %s (model_type %r)"
+        return True
+
+
+@contextmanager
+def drafter_kind_worded():
+    """While open, mlx-vlm's drafter loading logs the kind it detects in specchat's words."""
+    logger, wording = logging.getLogger(MLX_DRAFTERS_LOGGER), _DrafterKindWording()
+    logger.addFilter(wording)
+    try:
+        yield
+    finally:
+        logger.removeFilter(wording)
+
+
 def load_model(spec: str) -> LoadedModel:
     from mlx_vlm import load
 
@@ -149,7 +171,7 @@ def load_drafter(loaded: LoadedModel, spec: str | None, search: DrafterSearch | 
             source, name = found.path, str(found.path)
     else:
         source, name = resolve(spec, DRAFTER), spec
-    with normalised(source) as folder:
+    with normalised(source) as folder, drafter_kind_worded():
         drafter, kind = mlx_load_drafter(str(folder))
     loaded.drafter, loaded.drafter_kind, loaded.drafter_name = drafter, kind, f"{name} ({kind})"
 
