@@ -244,6 +244,10 @@ def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(t
         assert all(b > a for a, b in zip(heights, heights[1:])), (lane, heights)
     screenshot(page, "live-race-phone-done")
     assert page.evaluate(OVERFLOWING) == []
+    # The narrow lane's acceptance strip keeps its width for the bars, its caption under them.
+    lane = page.locator(".msg.race .race-lane[data-lane=on]")
+    bars, body = lane.locator(".accept-strip canvas").bounding_box(), lane.locator(".lane-body").bounding_box()
+    assert bars["width"] >= 0.9 * body["width"], (bars, body)
 
 
 def test_replay_brings_both_lanes_into_view(tab):  # noqa: F811
