@@ -1,0 +1,61 @@
+"""Checkpoints built as users' are (``mlx_vlm.convert -q --mtp`` of a Hugging Face float checkpoint: 4-, 5-,
+8-bit and mixed, bfloat16 and float16 bases) decode on specchat's own loop with their MTP head, and greedy
+output with the drafter is drafter-off output, token for token, at blocks 2-6."""
+
+import pytest
+
+from engines import Message
+from engines.mlx.decoding import Decoder, Sampling
+from engines.mlx.loading import load_drafter, load_model
+
+BLOCKS = (2, 3, 4, 5, 6)
+PROMPTS = ("What is 347 + 589?", "the cache keeps the prompt so the next turn starts fast .")
+CONVERSIONS = {  # name: (base dtype, bits, group size, mixed predicate)
+    "4-bit g64": ("bfloat16", 4, 64, None),
+    "5-bit g32": ("bfloat16", 5, 32, None),
+    "8-bit g64": ("bfloat16", 8, 64, None),
+    "mixed 3/6": ("bfloat16", 4, 64, "mixed_3_6"),
+    "float16 5-bit": ("float16", 5, 64, None),
+}
+
+
+@pytest.fixture(scope="module")
+def float16_base(tmp_path_factory):
+    from demo_model.hf_layout import build_hf_checkpoint
+
+    return build_hf_checkpoint(tmp_path_factory.mktemp("hf") / "Tiny-f16", dtype="float16")
+
+
+@pytest.fixture(scope="module", params=list(CONVERSIONS))
+def conversion(request, hf_base, float16_base, tmp_path_factory):
+    """A conversion with --mtp, loaded with the head it wrote beside it."""
+    from demo_model.hf_layout import convert
+
+    dtype, bits, group, mixed = CONVERSIONS[request.param]
+    out = tmp_path_factory.mktemp("q") / "Tiny-q"
+    convert(hf_base[0] if dtype == "bfloat16" else float16_base, out, bits=bits, group_size=group, mtp=True,
+            quant_predicate=mixed)
+    loaded = load_model(str(out))
+    load_drafter(loaded, f"{out}-mtp")
+    return loaded
+
+
+def _generate(decoder, ids, block, max_tokens=40):
+    state = decoder.new_state()
+    first = decoder.feed(state, ids, 0, Sampling())
+    return [t for step in decoder.decode(state, first, max_tokens=max_tokens, block=block, sampling=Sampling(),
+                                         stop_ids=set(), cancelled=lambda: False) for t in step.tokens]
+
+
+def test_greedy_output_with_the_drafter_is_drafter_off_output(conversion):
+    from engines.mlx.prompts import PromptBuilder
+
+    assert conversion.drafter_kind == "mtp"
+    decoder = Decoder(conversion.model, conversion.drafter)
+    assert decoder.drafter is not None  # the own loop drafts with this head
+    for text in PROMPTS:
+        ids = PromptBuilder(conversion).conversation_ids("You are a helpful assistant.", [Message("user", text)],
+                                                         False)
+        plain = _generate(decoder, ids, 1)
+        for block in BLOCKS:
+            assert _generate(decoder, ids, block) == plain, f"{text!r} at block {block}"
