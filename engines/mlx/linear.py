@@ -6,20 +6,24 @@ both cores, where the usual order packs it first. Measured on the
 full-acceptance rig, every linear layer together: 10.5 ms for one row instead
 of 12.0, 11.3 ms for three instead of 14.4. From four rows on it takes its
 general product either way, and the usual order is the cheaper (16.2 ms against
-17.8). Elsewhere (Metal, CUDA) and for quantized layers the module runs as it is.
+17.8). Elsewhere (Metal, CUDA) and for quantized layers the module runs as it is,
+except that on CUDA every quantized product over up to 16 rows runs specchat's
+own kernel (quantized_skinny.py): cheaper for a few rows, and the same numbers
+for a row whatever the number of rows beside it.
 
 Layers that read the same input (query, key and value; the gated-delta input
 projections; gate and up) run as one product over their stacked weights, on
 every device: one call instead of two to four, each of which costs a BLAS or
 kernel launch's overhead. The layers' own weights become views of the stack, so
 no memory is added and mlx-vlm's modules keep working on the same numbers.
+Quantized layers are stacked only on CUDA, where the stack runs specchat's kernel.
 """
 
 from __future__ import annotations
 
 import itertools
 
-from . import skinny
+from . import quantized_skinny, skinny
 
 
 def _mx():
@@ -40,7 +44,7 @@ def _transposed(x) -> bool:
     return mx.default_device() == mx.cpu and _rows(x) <= STREAMED_ROWS
 
 
-FEW_ROW_KERNEL = True  # CUDA: products over 2-5 rows run specchat's kernel (skinny.py)
+FEW_ROW_KERNEL = True  # CUDA: products over 2-5 rows run specchat's kernels (skinny.py, quantized_skinny.py)
 
 
 def _product(weight, x):
@@ -57,13 +61,40 @@ def product(weight, x):
     return x @ weight.T
 
 
-def linear(layer, x):
-    """``layer(x)`` for an ``nn.Linear`` (any other module is called as it is)."""
+def quantized_product(x, weight, scales, biases, group_size: int, bits: int, mode: str = "affine"):
+    """``x @ dequantize(weight).T``: specchat's kernel where it serves, else MLX's quantized product."""
+    if FEW_ROW_KERNEL and quantized_skinny.applies(x, weight, scales, biases, group_size, bits, mode):
+        return quantized_skinny.product(x, weight, scales, biases, bits)
+    return _mx().quantized_matmul(x, weight, scales=scales, biases=biases, transpose=True, group_size=group_size,
+                                  bits=bits, mode=mode)
+
+
+def _quantized_served(layer) -> bool:
+    """A quantized layer (linear, or an embedding used as the output projection) that runs here instead of
+    as its module: on CUDA only, so that every other device computes exactly what mlx-vlm computes."""
     import mlx.nn as nn
 
-    if type(layer) is not nn.Linear:
+    from .recurrence import use_cuda_kernel
+
+    return type(layer) in (nn.QuantizedLinear, nn.QuantizedEmbedding) and use_cuda_kernel()
+
+
+def _as_quantized_linear(layer, x):
+    return quantized_product(x, layer["weight"], layer["scales"], layer.get("biases"), layer.group_size,
+                             layer.bits, layer.mode)
+
+
+def linear(layer, x):
+    """``layer(x)`` for an ``nn.Linear``, or an ``nn.QuantizedLinear`` on CUDA (any other module is called
+    as it is)."""
+    import mlx.nn as nn
+
+    if type(layer) is nn.Linear:
+        out = product(layer.weight, x)
+    elif type(layer) is nn.QuantizedLinear and _quantized_served(layer):
+        out = _as_quantized_linear(layer, x)
+    else:
         return layer(x)
-    out = product(layer.weight, x)
     return out + layer.bias if "bias" in layer else out
 
 
@@ -75,33 +106,50 @@ class Group:
 
         mx = _mx()
         self.layers = layers
-        self.weight, self.splits = None, []
-        if len(layers) < 2 or any(type(layer) is not nn.Linear or "bias" in layer for layer in layers):
+        self.weight, self.splits, self.quantized = None, [], None
+        if len(layers) < 2 or any("bias" in layer for layer in layers):
             return
-        if len({(layer.weight.shape[1], layer.weight.dtype) for layer in layers}) != 1:
+        if all(type(layer) is nn.Linear for layer in layers):
+            names = ("weight",)
+            if len({(layer.weight.shape[1], layer.weight.dtype) for layer in layers}) != 1:
+                return
+        elif all(type(layer) is nn.QuantizedLinear and _quantized_served(layer) for layer in layers):
+            names = ("weight", "scales", "biases")
+            settings = {(layer.weight.shape[1], layer.group_size, layer.bits, layer.mode, layer.scales.dtype,
+                         layer.get("biases") is not None) for layer in layers}
+            if len(settings) != 1 or layers[0].mode != "affine" or "biases" not in layers[0]:
+                return
+            self.quantized = (layers[0].group_size, layers[0].bits)
+        else:
             return
-        self.weight = mx.concatenate([layer.weight for layer in layers])
-        mx.eval(self.weight)
+        stacks = {name: mx.concatenate([layer[name] for layer in layers]) for name in names}
+        mx.eval(stacks)
         ends = list(itertools.accumulate(layer.weight.shape[0] for layer in layers))
         for layer, start, end in zip(layers, [0, *ends], ends):
-            layer.weight = self.weight[start:end]  # a view: the separate copy is freed
-        mx.eval([layer.weight for layer in layers])
+            for name, stack in stacks.items():
+                layer[name] = stack[start:end]  # a view: the separate copy is freed
+        mx.eval([layer[name] for layer in layers for name in names])
+        self.weight, self.scales, self.biases = (stacks.get(name) for name in ("weight", "scales", "biases"))
         self.splits = ends[:-1]
 
     def __call__(self, x) -> list:
         if self.weight is None:
             return [linear(layer, x) for layer in self.layers]
-        return _mx().split(product(self.weight, x), self.splits, axis=-1)
+        if self.quantized is None:
+            out = product(self.weight, x)
+        else:
+            out = quantized_product(x, self.weight, self.scales, self.biases, *self.quantized)
+        return _mx().split(out, self.splits, axis=-1)
 
 
 def mlp_group(module) -> Group | None:
     """The gate and up projections of a gated feed-forward block, or None for any other block."""
     import mlx.nn as nn
 
-    names = ("gate_proj", "up_proj", "down_proj")
-    if not all(type(getattr(module, name, None)) is nn.Linear for name in names):
+    layers = [getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
+    if not all(type(layer) is nn.Linear or _quantized_served(layer) for layer in layers):
         return None
-    return Group(module.gate_proj, module.up_proj)
+    return Group(*layers[:2])
 
 
 def mlp(module, gate_up: Group | None, x):
@@ -122,7 +170,9 @@ def lm_head(lm, hidden):
     if lm.args.tie_word_embeddings:
         if type(embed) is nn.Embedding:
             return product(embed.weight, hidden)
+        if type(embed) is nn.QuantizedEmbedding and _quantized_served(embed):
+            return _as_quantized_linear(embed, hidden)
         return lm.speculative_logits_from_hidden(hidden)
-    if type(lm.lm_head) is nn.Linear:
+    if type(lm.lm_head) is nn.Linear or (type(lm.lm_head) is nn.QuantizedLinear and _quantized_served(lm.lm_head)):
         return linear(lm.lm_head, hidden)
     return lm.speculative_logits_from_hidden(hidden)

@@ -1,0 +1,103 @@
+"""The few-row quantized product kernel against MLX's own quantized product, on a CUDA GPU.
+
+    python -m benchmarks.quantized_skinny [--bits 4,8] [--group-size 64] [--rows 1,2,4,8,16]
+                                          [--rows-per-warp 4] [--reps 30]
+
+For weights of the 4.1B rig's shapes: milliseconds per product (20 products queued, then waited on) with
+``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp``) for each number of rows, all
+measured interleaved, median (min-max) over ``--reps``; then each one's k-row ÷ 1-row ratio (median of the
+per-repetition ratios, min-max), against the bar of 1.3 for four rows; and the largest difference from
+MLX's result relative to |x| @ |w|.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+SHAPES = {"gate+up (12288 x 4096)": (12288, 4096), "attention/out (4096 x 4096)": (4096, 4096),
+          "down (4096 x 12288)": (4096, 12288)}
+QUEUED = 20  # products queued before waiting, so each one's launch overlaps the one before
+WARMUP = 3
+BAR_ROWS, BAR = 4, 1.3
+
+
+def _ints(text: str) -> list[int]:
+    return [int(part) for part in text.split(",")]
+
+
+def _median_range(values: list[float], digits: int = 4) -> str:
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bits", type=_ints, default=[4, 8])
+    parser.add_argument("--group-size", type=int, default=64)
+    parser.add_argument("--rows", type=_ints, default=[1, 2, 4, 8, 16])
+    parser.add_argument("--rows-per-warp", type=_ints, default=[4])
+    parser.add_argument("--reps", type=int, default=30)
+    args = parser.parse_args()
+
+    import mlx.core as mx
+
+    from engines.mlx.quantized_skinny import applies, product
+    from engines.mlx.recurrence import use_cuda_kernel
+
+    if not use_cuda_kernel():
+        raise SystemExit("the kernel runs only where MLX runs on a CUDA GPU")
+    def per_product(fn, xs) -> float:
+        start = time.perf_counter()
+        mx.eval([fn(x) for x in xs])
+        return (time.perf_counter() - start) / len(xs) * 1e3
+
+    print(f"{mx.default_device()}  mlx {mx.__version__}  group size {args.group_size}, "
+          f"ms per product, median (min-max) of {args.reps}")
+    g = args.group_size
+    for name, (n, k) in SHAPES.items():
+        for bits in args.bits:
+            w = (mx.random.normal((n, k)) * k**-0.5).astype(mx.bfloat16)
+            wq, scales, biases = mx.quantize(w, group_size=g, bits=bits)
+            variants = {"mlx": lambda x: mx.quantized_matmul(x, wq, scales=scales, biases=biases, transpose=True,
+                                                             group_size=g, bits=bits)}
+            for nw in args.rows_per_warp:
+                variants[f"kernel/{nw}"] = lambda x, nw=nw: product(x, wq, scales, biases, bits, nw)
+            inputs = {rows: [mx.random.normal((rows, k)).astype(mx.bfloat16) for _ in range(QUEUED)]
+                      for rows in args.rows}
+            dequantized = mx.dequantize(wq, scales, biases, group_size=g, bits=bits).astype(mx.float32)
+            mx.eval(wq, scales, biases, dequantized, inputs)
+            errors = {}
+            for rows, xs in inputs.items():
+                assert applies(xs[0], wq, scales, biases, g, bits)
+                want = variants["mlx"](xs[0]).astype(mx.float32)
+                magnitude = mx.abs(xs[0].astype(mx.float32)) @ mx.abs(dequantized).T
+                errors[rows] = max((mx.abs(fn(xs[0]).astype(mx.float32) - want) / magnitude).max().item()
+                                   for label, fn in variants.items() if label != "mlx")
+            times = {(label, rows): [] for label in variants for rows in inputs}
+            for rep in range(WARMUP + args.reps):
+                order = list(variants.items())
+                order = order[rep % len(order):] + order[: rep % len(order)]  # no variant always first
+                for rows, xs in inputs.items():
+                    for label, fn in order:
+                        t = per_product(fn, xs)
+                        if rep >= WARMUP:
+                            times[label, rows].append(t)
+            print(f"\n{name}, {bits}-bit")
+            print(f"  {'rows':>4}  " + "  ".join(f"{label:>24}" for label in variants) + "  max rel diff")
+            for rows in inputs:
+                cells = "  ".join(f"{_median_range(times[label, rows]):>24}" for label in variants)
+                print(f"  {rows:>4}  {cells}  {errors[rows]:.2g}")
+            first = min(inputs)
+            for rows in inputs:
+                if rows == first:
+                    continue
+                ratios = "  ".join(
+                    f"{label} {_median_range([a / b for a, b in zip(times[label, rows], times[label, first])], 2)}"
+                    for label in variants)
+                bar = f"  (bar: {BAR})" if rows == BAR_ROWS else ""
+                print(f"  {rows} rows ÷ {first}: {ratios}{bar}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""A product of a few rows with an affine-quantized weight, for CUDA: ``x @ dequantize(wq).T``.
+
+MLX's quantized product over a few rows costs about what that many one-row
+products cost (12288 x 4096 at 4 bits on an H200: 0.085 / 0.112 / 0.167 ms for
+1 / 2 / 4 rows), so a verify of four tokens costs about two plain steps. Here
+each warp reads a few rows of the packed weight once, in 16-byte loads where the
+bit width allows, dequantizes them in float32 and multiplies them with every
+input row, so the weight streams once whatever the number of rows.
+
+It also serves one row, so that a row is computed with the same arithmetic
+whatever the number of rows beside it: every output element is one float32
+chain of fused multiply-adds over the same weights in the same order, then the
+same warp reduction. A verify over k rows then gives each row exactly the
+numbers a one-row step gives it, which is what keeps greedy output with the
+drafter identical to drafter off on quantized checkpoints.
+
+The packing (MLX's affine mode): a row's ``bits``-bit codes form one
+little-endian bit stream over its uint32 words, and element j of group g is
+``scales[g] * q_j + biases[g]``. ``emulate`` computes the same product in the
+kernel's order with MLX ops, which a test holds against ``mx.quantized_matmul``
+on any device.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+MAX_ROWS = 16  # every block size a verify can have, so each row is computed the one way
+ROWS_PER_WARP = 4  # weight rows a warp reads together, each input chunk loaded once for all of them
+BITS = (2, 3, 4, 5, 6, 8)
+GROUP_SIZES = (32, 64, 128)
+LANES = 32
+
+
+def lane_step(bits: int) -> int:
+    """How many consecutive weights of a row one lane takes per step: 16 bytes of 8-bit codes, else 32 codes
+    (16 bytes at 4 bits), always inside one group."""
+    return 16 if bits == 8 else 32
+
+
+SOURCE = """
+    constexpr int W = E * BITS / 32;
+    constexpr int XV = 16 / sizeof(T);
+    constexpr unsigned int MASK = (1u << BITS) - 1u;
+    const int M = x_shape[0];
+    const int K = x_shape[1];
+    const int N = wq_shape[0];
+    const int groups = scales_shape[1];
+    const int group_size = K / groups;
+    const int row_words = K / 32 * BITS;
+    const int lane = threadIdx.x;
+    const int n0 = (blockIdx.y * blockDim.y + threadIdx.y) * NW;
+    if (n0 >= N) {
+        return;
+    }
+    float acc[NW][MR];
+    #pragma unroll
+    for (int r = 0; r < NW; ++r) {
+        #pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            acc[r][m] = 0.0f;
+        }
+    }
+    for (int i = lane; i < K / E; i += 32) {
+        unsigned int words[NW][W];
+        float scale[NW];
+        float bias[NW];
+        const int group_in_row = i * E / group_size;
+        #pragma unroll
+        for (int r = 0; r < NW; ++r) {
+            // a warp's rows past N read row N - 1 and are never written
+            const size_t n = (size_t)min(n0 + r, N - 1);
+            const uint32_t* packed = wq + n * row_words + (size_t)i * W;
+            if (W % 4 == 0) {
+                #pragma unroll
+                for (int v = 0; v < W / 4; ++v) {
+                    const uint4 p = reinterpret_cast<const uint4*>(packed)[v];
+                    words[r][4 * v] = p.x;
+                    words[r][4 * v + 1] = p.y;
+                    words[r][4 * v + 2] = p.z;
+                    words[r][4 * v + 3] = p.w;
+                }
+            } else {
+                #pragma unroll
+                for (int v = 0; v < W; ++v) {
+                    words[r][v] = packed[v];
+                }
+            }
+            scale[r] = static_cast<float>(scales[n * groups + group_in_row]);
+            bias[r] = static_cast<float>(biases[n * groups + group_in_row]);
+        }
+        #pragma unroll
+        for (int s = 0; s < E / XV; ++s) {
+            float wf[NW][XV];
+            #pragma unroll
+            for (int r = 0; r < NW; ++r) {
+                #pragma unroll
+                for (int j = 0; j < XV; ++j) {
+                    const int bit = (s * XV + j) * BITS;
+                    const int word = bit / 32;
+                    const int shift = bit % 32;
+                    unsigned int q = words[r][word] >> shift;
+                    if (shift + BITS > 32 && word + 1 < W) {
+                        q |= words[r][word + 1] << (32 - shift);
+                    }
+                    wf[r][j] = __fmaf_rn(scale[r], static_cast<float>(q & MASK), bias[r]);
+                }
+            }
+            #pragma unroll
+            for (int m = 0; m < MR; ++m) {
+                if (m < M) {
+                    const uint4 x_pack = reinterpret_cast<const uint4*>(x + (size_t)m * K + (size_t)i * E)[s];
+                    const T* xs = reinterpret_cast<const T*>(&x_pack);
+                    #pragma unroll
+                    for (int j = 0; j < XV; ++j) {
+                        const float xf = static_cast<float>(xs[j]);
+                        #pragma unroll
+                        for (int r = 0; r < NW; ++r) {
+                            acc[r][m] = __fmaf_rn(wf[r][j], xf, acc[r][m]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    #pragma unroll
+    for (int r = 0; r < NW; ++r) {
+        #pragma unroll
+        for (int m = 0; m < MR; ++m) {
+            float v = acc[r][m];
+            for (int offset = 16; offset > 0; offset /= 2) {
+                v += __shfl_xor_sync(0xffffffff, v, offset);
+            }
+            if (lane == 0 && m < M && n0 + r < N) {
+                y[(size_t)m * N + n0 + r] = static_cast<T>(v);
+            }
+        }
+    }
+"""
+
+
+@lru_cache(maxsize=1)
+def _kernel():
+    import mlx.core as mx
+
+    return mx.fast.cuda_kernel(name="specchat_quantized_skinny", input_names=["x", "wq", "scales", "biases"],
+                               output_names=["y"], source=SOURCE)
+
+
+def _shape_fits(x, wq, scales, biases, group_size: int, bits: int) -> bool:
+    k = x.shape[-1]
+    return (bits in BITS and group_size in GROUP_SIZES and biases is not None and k % group_size == 0
+            and wq.ndim == 2 and wq.shape[1] * 32 == k * bits and scales.shape == (wq.shape[0], k // group_size)
+            and biases.shape == scales.shape and 1 <= x.size // k <= MAX_ROWS)
+
+
+def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affine") -> bool:
+    """Whether ``product`` serves this quantized product (CUDA, affine mode, float activations, up to
+    ``MAX_ROWS`` rows, the bit widths and group sizes above)."""
+    import mlx.core as mx
+
+    from .recurrence import use_cuda_kernel
+
+    return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16, mx.float32)
+            and _shape_fits(x, wq, scales, biases, group_size, bits) and use_cuda_kernel())
+
+
+def row_bucket(rows: int) -> int:
+    """The number of rows a kernel is compiled for: the next power of two (a compiled kernel serves up to
+    that many, each row computed as in every other)."""
+    return 1 << (rows - 1).bit_length()
+
+
+def product(x, wq, scales, biases, bits: int, rows_per_warp: int = ROWS_PER_WARP):
+    """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
+
+    Only the activation dtype, the row bucket, the rows per warp and the bit width are compiled in (and
+    the scales' dtype, unused in the source but part of the kernel's name: their pointer type differs);
+    the shape and group size are read at run time, so a model's layers share a handful of kernels."""
+    rows, k = x.size // x.shape[-1], x.shape[-1]
+    n = wq.shape[0]
+    out = _kernel()(
+        inputs=[x.reshape(rows, k), wq, scales, biases],
+        template=[("T", x.dtype), ("S", scales.dtype), ("MR", row_bucket(rows)), ("NW", rows_per_warp),
+                  ("BITS", bits), ("E", lane_step(bits))],
+        grid=(LANES, -(-n // rows_per_warp), 1),
+        threadgroup=(LANES, 4, 1),
+        output_shapes=[(rows, n)],
+        output_dtypes=[x.dtype],
+    )[0]
+    return out.reshape(*x.shape[:-1], n)
+
+
+def unpack(wq, bits: int):
+    """The codes of a packed weight, (N, K) uint32: each row's ``bits``-bit fields from the low bits up."""
+    import mlx.core as mx
+
+    k = wq.shape[1] * 32 // bits
+    bit = mx.arange(k, dtype=mx.uint32) * bits
+    word, shift = bit // 32, bit % 32
+    low = mx.take(wq, word, axis=1) >> shift
+    spills = shift + bits > 32
+    next_word = mx.take(wq, mx.minimum(word + 1, wq.shape[1] - 1), axis=1)
+    high = mx.where(spills, next_word << mx.where(spills, 32 - shift, 0), 0)
+    return (low | high) & ((1 << bits) - 1)
+
+
+def emulate(x, wq, scales, biases, group_size: int, bits: int):
+    """``product`` computed with MLX ops in the kernel's order, on any device: each weight dequantized in
+    float32, each lane's chain of products over its steps, then the warp's pairwise reduction."""
+    import mlx.core as mx
+
+    k, n = x.shape[-1], wq.shape[0]
+    f32 = mx.float32
+    w = (mx.repeat(scales.astype(f32), group_size, axis=1) * unpack(wq, bits).astype(f32)
+         + mx.repeat(biases.astype(f32), group_size, axis=1))
+    flat = x.reshape(-1, k).astype(f32)
+    step = lane_step(bits)
+    rounds = -(-(k // step) // LANES)
+    padded = rounds * LANES * step
+    # (rows or N, round, lane, element): a lane takes steps lane, lane + 32, ...
+    w = mx.pad(w, [(0, 0), (0, padded - k)]).reshape(n, rounds, LANES, step)
+    flat = mx.pad(flat, [(0, 0), (0, padded - k)]).reshape(-1, rounds, LANES, step)
+    acc = mx.zeros((flat.shape[0], n, LANES), dtype=f32)
+    for r in range(rounds):
+        for j in range(step):
+            acc = acc + flat[:, None, r, :, j] * w[None, :, r, :, j]
+    width = LANES
+    while width > 1:
+        width //= 2
+        acc = acc[..., :width] + acc[..., width : 2 * width]
+    return acc[..., 0].astype(x.dtype).reshape(*x.shape[:-1], n)

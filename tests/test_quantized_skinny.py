@@ -1,0 +1,158 @@
+"""The few-row quantized product (engines/mlx/quantized_skinny.py): its packing and order, emulated with MLX
+ops, against MLX's own quantized product on any device; on CUDA the kernel itself against MLX's product, and
+each row of a k-row product bit for bit the one-row product of that row (what keeps greedy output with the
+drafter identical to drafter off on quantized checkpoints there)."""
+
+import pytest
+
+from engines.mlx import linear
+from engines.mlx.quantized_skinny import BITS, GROUP_SIZES, MAX_ROWS, applies, emulate, product, unpack
+from engines.mlx.recurrence import use_cuda_kernel
+
+cuda = pytest.mark.skipif(not use_cuda_kernel(), reason="specchat's CUDA kernels run only on a CUDA GPU")
+
+
+def _weights(n, k, group_size, bits, dtype="float32", seed=0):
+    import mlx.core as mx
+
+    mx.random.seed(seed)
+    w = (mx.random.normal((n, k)) * k**-0.5).astype(getattr(mx, dtype))
+    return mx.quantize(w, group_size=group_size, bits=bits)
+
+
+def _theirs(x, wq, scales, biases, group_size, bits):
+    """MLX's quantized product in float32: the exact dequantize-and-dot, where MLX's bfloat16 and float16
+    paths round the dequantized weights (and, on a CPU, partial sums) to the activation dtype."""
+    import mlx.core as mx
+
+    f32 = mx.float32
+    return mx.quantized_matmul(x.astype(f32), wq, scales=scales.astype(f32), biases=biases.astype(f32),
+                               transpose=True, group_size=group_size, bits=bits)
+
+
+def _magnitude(x, wq, scales, biases, group_size, bits):
+    """``|x| @ |w|.T`` in float32: what a product's rounding error is measured against."""
+    import mlx.core as mx
+
+    w = mx.dequantize(wq, scales, biases, group_size=group_size, bits=bits).astype(mx.float32)
+    return mx.abs(x.astype(mx.float32)).reshape(-1, x.shape[-1]) @ mx.abs(w).T
+
+
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+def test_unpacked_codes_are_mlxs_dequantization(bits, group_size):
+    import mlx.core as mx
+
+    wq, scales, biases = _weights(24, 384, group_size, bits)
+    codes = unpack(wq, bits)
+    assert int(codes.max().item()) == 2**bits - 1 and int(codes.min().item()) == 0
+    ours = mx.repeat(scales, group_size, axis=1) * codes.astype(mx.float32) + mx.repeat(biases, group_size, axis=1)
+    assert mx.array_equal(ours, mx.dequantize(wq, scales, biases, group_size=group_size, bits=bits))
+
+
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+def test_emulation_is_mlxs_quantized_product_within_float32_rounding(bits, group_size):
+    import mlx.core as mx
+
+    # K = 1408: 44 or 88 lane steps, so some lanes take one step more than others
+    wq, scales, biases = _weights(40, 1408, group_size, bits)
+    for rows in range(1, 9):
+        x = mx.random.normal((rows, 1408), key=mx.random.key(rows))
+        ours, theirs = emulate(x, wq, scales, biases, group_size, bits), _theirs(x, wq, scales, biases, group_size,
+                                                                                   bits)
+        assert ours.shape == theirs.shape == (rows, 40)
+        error = mx.abs(ours - theirs) / _magnitude(x, wq, scales, biases, group_size, bits)
+        assert error.max().item() < 1e-6, (rows, error.max().item())
+
+
+def test_emulation_keeps_leading_dimensions_and_the_activation_dtype():
+    import mlx.core as mx
+
+    wq, scales, biases = _weights(16, 256, 64, 4, dtype="bfloat16")
+    x = mx.random.normal((1, 3, 256)).astype(mx.bfloat16)
+    ours = emulate(x, wq, scales, biases, 64, 4)
+    assert ours.shape == (1, 3, 16) and ours.dtype == mx.bfloat16
+    theirs = _theirs(x, wq, scales, biases, 64, 4)
+    magnitude = _magnitude(x, wq, scales, biases, 64, 4).reshape(1, 3, 16)
+    assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-6 * magnitude).all().item()  # its rounding
+
+
+@pytest.mark.skipif(use_cuda_kernel(), reason="on CUDA quantized layers run specchat's kernel")
+def test_quantized_layers_run_as_their_modules_off_cuda():
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    layers = [nn.QuantizedLinear(256, n, bias=False, group_size=64, bits=4) for n in (48, 16, 16)]
+    x = mx.random.normal((1, 3, 256))
+    group = linear.Group(*layers)
+    assert group.weight is None and not applies(x, layers[0].weight, layers[0].scales, layers[0].biases, 64, 4)
+    for layer, out in zip(layers, group(x)):
+        assert mx.array_equal(out, layer(x))
+
+
+# every bit width in bfloat16, the common ones in float16 (each pair compiles a kernel per row bucket)
+KERNELS = [(bits, "bfloat16") for bits in BITS] + [(4, "float16"), (8, "float16")]
+
+
+@cuda
+@pytest.mark.parametrize(("bits", "dtype"), KERNELS)
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size):
+    import mlx.core as mx
+
+    # N = 301: the last warp's rows run past the weight's end
+    wq, scales, biases = _weights(301, 1408, group_size, bits, dtype=dtype)
+    for rows in range(1, MAX_ROWS + 1):
+        x = mx.random.normal((rows, 1408), key=mx.random.key(rows)).astype(getattr(mx, dtype))
+        assert applies(x, wq, scales, biases, group_size, bits)
+        ours = product(x, wq, scales, biases, bits).astype(mx.float32)
+        assert ours.shape == (rows, 301)
+        magnitude = _magnitude(x, wq, scales, biases, group_size, bits)
+        theirs = _theirs(x, wq, scales, biases, group_size, bits)
+        # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
+        assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
+        # the emulation's order, fused multiply-adds aside: at most one unit in the last place apart
+        emulated = emulate(x, wq, scales, biases, group_size, bits).astype(mx.float32)
+        assert (mx.abs(ours - emulated) <= 2**-7 * mx.abs(emulated) + 1e-6 * magnitude).all().item(), rows
+
+
+@cuda
+@pytest.mark.parametrize(("bits", "dtype"), KERNELS)
+def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype):
+    import mlx.core as mx
+
+    wq, scales, biases = _weights(1000, 2048, 64, bits, dtype=dtype)
+    x = mx.random.normal((MAX_ROWS, 2048)).astype(getattr(mx, dtype))
+    singles = [product(x[r : r + 1], wq, scales, biases, bits) for r in range(MAX_ROWS)]
+    for rows in range(2, MAX_ROWS + 1):
+        out = product(x[:rows], wq, scales, biases, bits)
+        for r in range(rows):
+            assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
+
+
+@cuda
+def test_quantized_layers_and_their_stack_run_the_kernel():
+    import mlx.core as mx
+    import mlx.nn as nn
+
+    mx.random.seed(3)
+    layers = [nn.QuantizedLinear(512, n, bias=False, group_size=64, bits=4) for n in (96, 32, 32)]
+    for layer in layers:
+        layer.update({"scales": layer.scales.astype(mx.bfloat16), "biases": layer.biases.astype(mx.bfloat16)})
+    originals = [dict(layer.parameters()) for layer in layers]
+    x = mx.random.normal((1, 4, 512)).astype(mx.bfloat16)
+    alone = [linear.linear(layer, x) for layer in layers]
+    group = linear.Group(*layers)
+    assert group.weight is not None and group.quantized == (64, 4)
+    for layer, original, ours, by_itself in zip(layers, originals, group(x), alone):
+        assert all(mx.array_equal(layer[name], original[name]) for name in original)  # views of the stack
+        assert mx.array_equal(ours, by_itself)  # stacking changes no row's arithmetic
+        theirs = _theirs(x, original["weight"], original["scales"], original["biases"], 64, 4)
+        magnitude = _magnitude(x, original["weight"], original["scales"], original["biases"], 64, 4)
+        assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude.reshape(theirs.shape)).all().item()
+    biased = nn.QuantizedLinear(512, 64, bias=True, group_size=64, bits=8)  # float32 scales, bfloat16 input
+    exact = _theirs(x, biased.weight, biased.scales, biased.biases, 64, 8)
+    magnitude = _magnitude(x, biased.weight, biased.scales, biased.biases, 64, 8).reshape(exact.shape)
+    error = mx.abs(linear.linear(biased, x) - (exact + biased.bias))
+    assert (error <= 2**-7 * mx.abs(exact) + 1e-5 * magnitude).all().item()
