@@ -44,7 +44,7 @@ def _transposed(x) -> bool:
     return mx.default_device() == mx.cpu and _rows(x) <= STREAMED_ROWS
 
 
-FEW_ROW_KERNEL = True  # CUDA: products over 2-5 rows run specchat's kernels (skinny.py, quantized_skinny.py)
+FEW_ROW_KERNEL = True  # CUDA: bfloat16 products over 2-5 rows and quantized ones over 1-16 run specchat's kernels
 
 
 def _product(weight, x):
