@@ -50,7 +50,8 @@ SAMPLER = """
       const lanes = Object.fromEntries(
         [...race.querySelectorAll(".race-lane")].map((el) => [el.dataset.lane, lane(el)]));
       const status = race.querySelector(".race-status").textContent;
-      window.samples.push({ t: performance.now(), status, ...lanes }); // a frame's own time can precede its messages
+      const stop = !document.querySelector("#stop").hidden;
+      window.samples.push({ t: performance.now(), status, stop, ...lanes }); // a frame's own time can precede its messages
     }
     requestAnimationFrame(sample);
   };
@@ -284,3 +285,26 @@ def test_runs_auto_says_which_pair_is_running(tab):  # noqa: F811
     statuses = {s["status"] for s in samples}
     assert f"Run {pairs}: drafter on, live beside drafter off's recording…" in statuses \
         or f"Run {pairs}: drafter off, live beside drafter on's recording…" in statuses, statuses
+
+
+def test_the_recording_plays_to_its_end_after_the_live_lane_wins(tab):  # noqa: F811
+    slow_long_race(tab)
+    race(tab, "Count the steps", 1)
+    done = wait_race_done(tab)
+    page = tab.page
+    assert done["finish_reason"] == "stop"
+    samples = page.evaluate("window.samples")
+    # The drafter-on lane, live, finished first; the drafter-off recording went on at its pace, growing, with
+    # the status saying so, and then ended whole.
+    after = [s for s in samples if s["on"]["state"] == "done" and s["off"]["source"] == "recording"
+             and s["off"]["state"] == "streaming"]
+    assert after, "the recording was cut short when the live lane ended"
+    heights = [s["off"]["height"] for s in after]
+    assert heights[-1] > heights[0] and len(squeeze(after[0]["off"]["text"])) < len(squeeze(LONG_ANSWER))
+    assert after[-1]["status"] == "drafter on finished first; drafter off's recording plays to its end…"
+    assert not after[-1]["stop"]  # the race is over: the composer is free while the recording plays out
+    off = page.locator(".msg.race .race-lane[data-lane=off]")
+    assert off.get_attribute("data-state") == "done"
+    assert squeeze(off.locator(".lane-answer").inner_text()) == squeeze(LONG_ANSWER)
+    assert off.locator(".lane-rate-value").inner_text() == f"{done['off']['tok_s']['median']:.1f}"
+    assert page.locator(".msg.race .race-status").inner_text() == "Done · 1 run each way"

@@ -81,6 +81,7 @@ export class RaceView {
     this.shown = { off: null, on: null }; // the recorded run each lane shows, if any
     this.currentLane = null;
     this.recording = null; // the pair's first run, played beside the live lane
+    this.recordingClock = null; // the live run whose clock the recording follows
     this.result = null;
     this.replay = null;
     this.notes = [];
@@ -90,9 +91,9 @@ export class RaceView {
     this.lanes.on.idle("waits for its turn");
   }
 
-  /** Whether the race may still receive frames. */
+  /** Whether the race may still receive frames: not once `race_done` came, even while its recording plays out. */
   get active() {
-    return ["waiting", "racing", "stopping"].includes(this.el.dataset.state);
+    return this.result === null && ["waiting", "racing", "stopping"].includes(this.el.dataset.state);
   }
 
   stopping() {
@@ -143,7 +144,7 @@ export class RaceView {
                   heard: null, clock: 0 };
     this.record[frame.lane] = this.record[frame.lane].filter((r) => r.run !== run.run).concat(run);
     this.currentLane = { name: frame.lane, run };
-    const beside = this.pairUp(frame.lane, run.run);
+    const beside = this.pairUp(frame.lane, run);
     const label = runLabel(run.run, this.runs);
     lane.begin(run.run, this.runs, label, "live");
     this.shown[frame.lane] = run;
@@ -159,13 +160,15 @@ export class RaceView {
    * The other lane as a lane's run starts: the recording of the same pair's run when that ran first (it
    * plays from its start, beside this one), else empty while it waits; true for a recording.
    */
-  pairUp(name, index) {
+  pairUp(name, live) {
     this.endRecording();
+    const index = live.run;
     const other = OTHER[name];
     const first = this.record[other].find((r) => r.run === index && r.final);
     if (first) {
       this.recording = new Recording(this.lanes[other], first, runLabel(index, this.runs), "recording");
       this.recording.begin();
+      this.recordingClock = live;
       this.shown[other] = first;
     } else if (this.shown[other]) {
       this.lanes[other].clear();
@@ -220,37 +223,56 @@ export class RaceView {
     if (!run || run.final) return;
     run.final = { stats: frame.stats ?? null, finish: frame.finish_reason };
     if (!this.replay) this.lanes[frame.lane].end(frame.stats, frame.finish_reason, run.end);
-    if (this.currentLane?.run === run) {
-      this.currentLane = null;
-      this.endRecording();
-    }
+    // The recording beside it plays on: it ends with the next pair's start, or at its own pace after the last.
+    if (this.currentLane?.run === run) this.currentLane = null;
   }
 
-  /** Keep the running lane's clock moving, one update per frame. */
+  /**
+   * Keep the running lane's clock moving, one update per frame, and the recording beside it on that clock;
+   * once the race is over, the recording alone until it has played out, then the race settles.
+   */
   tickClock() {
     if (this.ticking) return;
     this.ticking = true;
     const tick = () => {
-      const current = this.currentLane;
-      if (!current || !this.active) {
+      const current = this.active ? this.currentLane : null;
+      const playingOut = this.result !== null && this.recording !== null;
+      if (!current && !playingOut) {
         this.ticking = false;
         return;
       }
-      if (!this.replay) {
-        const elapsed = this.elapsed(current.run);
-        this.lanes[current.name].setClock(elapsed);
-        this.recording?.advance(elapsed);
+      const elapsed = this.elapsed(current ? current.run : this.recordingClock);
+      if (current) this.lanes[current.name].setClock(elapsed);
+      if (this.recording?.advance(elapsed) && playingOut) {
+        this.recording = null;
+        this.settle();
       }
       requestAnimationFrame(tick);
     };
     requestAnimationFrame(tick);
   }
 
-  /** `race_done`: the one frame that ends a race. */
+  /**
+   * `race_done`: the one frame that ends a race. After a race run to its end, a recording still behind the
+   * lane that finished first plays to its end before the race settles, so the room sees the faster lane
+   * finish first.
+   */
   finish(frame) {
     if (!this.active) return;
     this.result = frame;
     this.currentLane = null;
+    if ((frame.finish_reason ?? "stop") === "stop" && this.recording && !this.recording.done) {
+      const behind = this.recording.lane.lane;
+      this.setStatus(`${LANE_NAMES[OTHER[behind]]} finished first; ${LANE_NAMES[behind]}'s recording plays to its end…`);
+      this.tickClock();
+      return;
+    }
+    this.settle();
+  }
+
+  /** The race is over and shown whole: its lanes' summary numbers, notes, summary and actions. */
+  settle() {
+    const frame = this.result;
     this.endRecording();
     const reason = frame.finish_reason ?? "stop";
     this.el.dataset.state = "done";
