@@ -15,16 +15,23 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from .architecture import text_config
+from .architecture import DEMO_CONTEXT, text_config
 from .checkpoint_files import checkpoint_config, fresh_folder, special_ids
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 KEPT_FILES = ("examples.json",)  # written by hand for the shipped model: a re-export keeps it
 PARITY_TOLERANCE = 2e-3
+# Stored at two bytes a weight, so that a retrain adds half as much to the repository; the config declares
+# float32, and specchat and this project's scripts widen the weights to it at load.
+STORED_DTYPE = "float16"
+# Rounding to float16 may move a logit by more than PARITY_TOLERANCE; the stored weights must still pick
+# the same next token nearly everywhere.
+STORED_ARGMAX_AGREEMENT = 0.995
 
 
 def tokenizer_ids(tokenizer_dir: Path) -> dict[str, int]:
@@ -42,8 +49,12 @@ def read_trained(trained: Path) -> dict[str, np.ndarray]:
     return weights
 
 
-def write_checkpoint(weights: dict[str, np.ndarray], tokenizer_dir: Path, out: Path) -> Path:
-    """Write a complete checkpoint folder; every mlx-vlm parameter must come from ``weights`` or the vision stub."""
+def write_checkpoint(weights: dict[str, np.ndarray], tokenizer_dir: Path, out: Path,
+                     stored: str = STORED_DTYPE) -> Path:
+    """Write a complete checkpoint folder; every mlx-vlm parameter must come from ``weights`` or the vision stub.
+
+    The weights are stored as ``stored`` (float16 or float32); the config declares float32 either way.
+    """
     import mlx.core as mx
     from mlx.utils import tree_flatten
     from mlx_vlm.models.qwen3_5 import Model, ModelConfig
@@ -51,7 +62,8 @@ def write_checkpoint(weights: dict[str, np.ndarray], tokenizer_dir: Path, out: P
     from mlx_vlm.speculative.drafters.qwen3_5_mtp.qwen3_5_mtp import Qwen3_5MTPDraftModel
 
     ids = tokenizer_ids(tokenizer_dir)
-    config = checkpoint_config(ids, text_config(ids["vocab_size"]))
+    config = checkpoint_config(
+        ids, text_config(ids["vocab_size"], max_position_embeddings=DEMO_CONTEXT, dtype="float32"))
     mx.random.seed(0)
     expected = dict(tree_flatten(Model(ModelConfig.from_dict(config)).parameters()))
     mtp = Qwen3_5MTPDraftModel(Qwen3_5MTPConfig.from_dict(config))
@@ -67,7 +79,7 @@ def write_checkpoint(weights: dict[str, np.ndarray], tokenizer_dir: Path, out: P
         value = mx.array(weights[key]) if key in weights else ref
         if value.shape != ref.shape:
             raise ValueError(f"{key}: shape {value.shape}, mlx-vlm expects {ref.shape}")
-        out_weights[key] = value.astype(mx.float32)
+        out_weights[key] = value.astype(getattr(mx, stored))
     # Read first: OUT may be the folder the tokenizer files come from.
     tokenizer_files = {name: (tokenizer_dir / name).read_bytes() for name in TOKENIZER_FILES}
     fresh_folder(out, keep=KEPT_FILES)
@@ -87,10 +99,15 @@ def mlx_logits(checkpoint: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
     from mlx_vlm import load
     from mlx_vlm.speculative.drafters import load_drafter
 
+    from engines.mlx.widening import widen_to_declared
+
+    config = json.loads((checkpoint / "config.json").read_text())
     model = load(str(checkpoint))[0]
     drafter, kind = load_drafter(str(checkpoint))
     if kind != "mtp":
         raise ValueError(f"load_drafter found a {kind} drafter, not the bundled MTP head")
+    widen_to_declared(model, config)
+    widen_to_declared(drafter, config)
     drafter.bind(model)
     lm = model.language_model
     mains, mtps = [], []
@@ -106,15 +123,16 @@ def mlx_logits(checkpoint: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.stack(mains), np.stack(mtps)
 
 
-def parity(checkpoint: Path, reference: Path) -> tuple[float, float]:
+def parity(checkpoint: Path, reference: Path) -> tuple[float, float, float]:
+    """Max |logit difference| from PyTorch's for the body and the MTP head, and the body's argmax agreement."""
     ref = np.load(reference)
     main, mtp = mlx_logits(checkpoint, ref["ids"])
     main_diff = float(np.abs(main - ref["logits"]).max())
     mtp_diff = float(np.abs(mtp - ref["mtp_logits"]).max())
     same_argmax = float((main.argmax(-1) == ref["logits"].argmax(-1)).mean())
-    print(f"parity: max |logit diff| body {main_diff:.2e}, MTP head {mtp_diff:.2e} "
+    print(f"parity ({checkpoint}): max |logit diff| body {main_diff:.2e}, MTP head {mtp_diff:.2e} "
           f"(logit scale {np.abs(ref['logits']).max():.1f}); argmax agreement {same_argmax:.1%}")
-    return main_diff, mtp_diff
+    return main_diff, mtp_diff, same_argmax
 
 
 def main() -> None:
@@ -124,15 +142,22 @@ def main() -> None:
     parser.add_argument("--tokenizer", required=True, help="folder with the tokenizer files")
     args = parser.parse_args()
     trained = Path(args.trained)
-    try:
-        out = write_checkpoint(read_trained(trained), Path(args.tokenizer), Path(args.out))
-    except ValueError as exc:
-        sys.exit(f"export: {exc}")
-    size = sum(f.stat().st_size for f in out.iterdir())
-    print(f"wrote {out} ({size / 1e6:.1f} MB)")
-    main_diff, mtp_diff = parity(out, trained / "reference.npz")
+    weights = read_trained(trained)
+    # The maths first, at full precision: MLX must compute what PyTorch computed on the same weights.
+    with tempfile.TemporaryDirectory() as full:
+        try:
+            write_checkpoint(weights, Path(args.tokenizer), Path(full) / "float32", stored="float32")
+        except ValueError as exc:
+            sys.exit(f"export: {exc}")
+        main_diff, mtp_diff, _ = parity(Path(full) / "float32", trained / "reference.npz")
     if max(main_diff, mtp_diff) > PARITY_TOLERANCE:
         sys.exit(f"parity failed: differences above {PARITY_TOLERANCE}")
+    out = write_checkpoint(weights, Path(args.tokenizer), Path(args.out))
+    size = sum(f.stat().st_size for f in out.iterdir())
+    print(f"wrote {out} ({size / 1e6:.1f} MB, weights stored as {STORED_DTYPE})")
+    *_, agreement = parity(out, trained / "reference.npz")
+    if agreement < STORED_ARGMAX_AGREEMENT:
+        sys.exit(f"the {STORED_DTYPE} weights pick another next token too often: {agreement:.1%} agreement")
 
 
 if __name__ == "__main__":

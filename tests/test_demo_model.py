@@ -163,6 +163,20 @@ def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(runn
     assert replies[-1] == len(ids) - 1
 
 
+def test_a_chat_longer_than_the_trained_context_is_cut_after_a_whole_reply():
+    from tokenizers import Tokenizer
+
+    from demo_model import train
+
+    tok = Tokenizer.from_file(str(CHECKPOINT / "tokenizer.json"))
+    ex = corpus.add_exchange(4321, 987, "What is 4321 + 987?")
+    pieces = corpus.app_segments(None, [(ex, True)] * 40)
+    ids, mask = train.encode_pieces(tok, pieces)
+    assert train.MAX_LEN - 200 < len(ids) <= train.MAX_LEN == json.loads(
+        (CHECKPOINT / "config.json").read_text())["text_config"]["max_position_embeddings"]
+    assert ids[-1] == 2 and mask[-1] == 1
+
+
 def test_weights_stored_narrower_than_declared_are_widened_at_load_and_only_then():
     import mlx.core as mx
     import mlx.nn as nn
@@ -184,3 +198,19 @@ def test_weights_stored_narrower_than_declared_are_widened_at_load_and_only_then
     assert module.weight.dtype == module.bias.dtype == mx.float32
     assert not widen_to_declared(module, {"text_config": {"dtype": "float32"}})  # nothing left to widen
 
+
+def test_the_shipped_float16_weights_compute_in_float32_in_specchat():
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    from safetensors import safe_open
+
+    from engines.mlx.loading import load_drafter, load_model
+
+    with safe_open(str(CHECKPOINT / "model.safetensors"), "numpy") as f:
+        assert {f.get_slice(k).get_dtype() for k in f.keys()} == {"F16"}
+    config = json.loads((CHECKPOINT / "config.json").read_text())
+    assert config["text_config"]["dtype"] == "float32"
+    loaded = load_model(str(CHECKPOINT))
+    load_drafter(loaded, None)
+    for module in (loaded.model, loaded.drafter):
+        assert {v.dtype for _, v in tree_flatten(module.parameters())} == {mx.float32}

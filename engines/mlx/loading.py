@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from ..errors import ModelNotFound
 from .checkpoints import has_bundled_mtp, is_checkpoint
 from .drafter_search import DrafterSearch, FoundDrafter, NoDrafter, can_search, find_drafter
+from .widening import widen_to_declared
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +150,9 @@ def load_model(spec: str) -> LoadedModel:
     with normalised(path) as source:
         model, processor = load(str(source))[:2]
     tokenizer = getattr(processor, "tokenizer", processor)
-    return LoadedModel(model, processor, tokenizer, read_config(path), path)
+    config = read_config(path)
+    widen_to_declared(model, config)
+    return LoadedModel(model, processor, tokenizer, config, path)
 
 
 def load_drafter(loaded: LoadedModel, spec: str | None, search: DrafterSearch | None = None) -> None:
@@ -173,6 +176,7 @@ def load_drafter(loaded: LoadedModel, spec: str | None, search: DrafterSearch | 
         source, name = resolve(spec, DRAFTER), spec
     with normalised(source) as folder, drafter_kind_worded():
         drafter, kind = mlx_load_drafter(str(folder))
+        widen_to_declared(drafter, read_config(folder))
     loaded.drafter, loaded.drafter_kind, loaded.drafter_name = drafter, kind, f"{name} ({kind})"
 
 
