@@ -168,6 +168,10 @@ def test_stop_shows_the_recording_whole_and_a_new_race_starts_clean(tab):  # noq
     assert off.locator(".lane-rate-value").inner_text() == f"{done['off']['tok_s']['median']:.1f}"
     assert off.locator(".lane-basis").inner_text() == ""
     shown = {lane: old.locator(f".race-lane[data-lane={lane}] .lane-answer").inner_text() for lane in ("off", "on")}
+    # The note sits under the summary's numbers, and points up at them.
+    note, summary = old.locator(".note-cancelled"), old.locator(".race-summary").bounding_box()
+    assert note.bounding_box()["y"] >= summary["y"] + summary["height"] - 1
+    assert note.inner_text() == "Stopped: the numbers above cover the runs that finished."
 
     page.wait_for_selector("#send:visible")
     race(tab, "Count the steps", 1)

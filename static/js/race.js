@@ -288,7 +288,7 @@ export class RaceView {
     if (reason === "error") {
       this.addNote("error", `Error: ${frame.error?.message ?? "The race failed."}`);
     } else if (reason === "cancelled") {
-      this.addNote("cancelled", "Stopped: the numbers below cover the runs that finished.");
+      this.addNote("cancelled", "Stopped: the numbers above cover the runs that finished.");
     }
     if (frame.off || frame.on || frame.speedup) renderRaceSummary(this.summaryEl, frame);
     const pairs = frame.runs ?? this.runs;
