@@ -313,3 +313,16 @@ def test_the_recording_plays_to_its_end_after_the_live_lane_wins(tab):  # noqa: 
     assert squeeze(off.locator(".lane-answer").inner_text()) == squeeze(LONG_ANSWER)
     assert off.locator(".lane-rate-value").inner_text() == f"{done['off']['tok_s']['median']:.1f}"
     assert page.locator(".msg.race .race-status").inner_text() == "Done · 1 run each way"
+
+
+def test_a_lane_still_measuring_says_so_without_a_unit(tab):  # noqa: F811
+    slow_long_race(tab)
+    race(tab, "Count the steps", 1)
+    # The first tokens of the drafter-off lane: no rate yet, and no "tok/s" after the word that says so.
+    shown = tab.page.wait_for_function("""() => {
+      const rate = document.querySelector('.race-lane[data-lane=off] .lane-rate[data-measuring=true]');
+      return rate && rate.innerText;
+    }""", timeout=30_000, polling="raf").json_value()
+    assert shown.startswith("measuring…") and "tok/s" not in shown and shown.endswith("LIVE"), shown
+    tab.page.click("#stop")
+    wait_race_done(tab)
