@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .errors import EngineBusy, EngineNotReady
 from .events import Event
+from .guard import BUSY, Claimed
 from .options import GenerationOptions
 
 log = logging.getLogger(__name__)
@@ -100,6 +102,10 @@ class Engine(ABC):
     with exactly one ``Done`` once wrapped by ``engines.runner.guarded``. A
     second ``stream`` while one runs raises ``EngineBusy``. Setting
     ``turn.cancel`` stops generation within one token.
+
+    The one-reply guard lives here, once: ``stream`` claims the engine and an
+    engine's ``_stream`` only generates. The claim ends however the stream
+    does: read to its end, failed, closed, or dropped unread.
     """
 
     name: str = "engine"
@@ -110,6 +116,8 @@ class Engine(ABC):
         self._state: State = "loading"
         self._message = "waiting to load"
         self._progress: float | None = None
+        self._claim_lock = threading.Lock()
+        self._active: Turn | None = None  # the turn that holds the engine
 
     def on_change(self, listener: Callable[[EngineInfo], None]) -> None:
         self._listeners.append(listener)
@@ -132,8 +140,45 @@ class Engine(ABC):
     def load(self, options: GenerationOptions) -> None:
         """Load the model (blocking); state goes loading → ready or error."""
 
+    def stream(self, turn: Turn) -> Iterator[Event]:
+        """Claim the engine for ``turn`` and return its events (raises ``EngineBusy`` while another reply
+        holds it, ``EngineNotReady`` or another ``EngineError`` when ``turn`` cannot start)."""
+        with self._claim_lock:
+            self._check_startable(turn)
+            if self._active is not None:
+                raise EngineBusy(BUSY)
+            self._active = turn
+        try:
+            events = self._stream(turn)
+        except BaseException:
+            self._release(turn)
+            raise
+        return Claimed(events, turn.cancel, lambda: self._release(turn))
+
+    def _release(self, turn: Turn) -> None:
+        with self._claim_lock:
+            if self._active is turn:
+                self._active = None
+
+    @property
+    def busy(self) -> bool:
+        """Whether a reply holds the engine."""
+        return self._active is not None
+
+    def cancel_all(self) -> None:
+        """Stop the reply that holds the engine, if any, at its next token."""
+        active = self._active
+        if active is not None:
+            active.cancel.set()
+
+    def _check_startable(self, turn: Turn) -> None:
+        """Raise when ``turn`` cannot start now; called under the guard's lock."""
+        if self._state != "ready":
+            raise EngineNotReady(f"The model is not ready ({self._state}: {self._message}). Wait for it to load.")
+
     @abstractmethod
-    def stream(self, turn: Turn) -> Iterator[Event]: ...
+    def _stream(self, turn: Turn) -> Iterator[Event]:
+        """Generate ``turn``'s events (the engine is already claimed for it)."""
 
     @abstractmethod
     def reset_cache(self, deep: bool = False) -> dict:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 
 from .base import Engine, EngineInfo, Message, Turn
-from .errors import EngineBusy, EngineError, EngineNotReady
+from .errors import EngineError
 from .events import Answer, Done, Event, Stats, Thinking
 from .options import GenerationOptions
 from .stats import StatsMeter
@@ -38,7 +38,6 @@ class FakeEngine(Engine):
         self.fail_after = fail_after  # raise after this many tokens, to test failures
         self.holds: list[int] = []  # pause a stream on reaching each of these token counts, until resume()
         self._resume = threading.Semaphore(0)
-        self._busy = threading.Lock()
         self._seen: dict[str, int] = {}
         self.turns: list[Turn] = []
         self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
@@ -53,69 +52,62 @@ class FakeEngine(Engine):
         time.sleep(self.load_s)
         self._set_state("ready")
 
-    def stream(self, turn: Turn) -> Iterator[Event]:
-        if self._state != "ready":
-            raise EngineNotReady("The model is not ready. Wait for it to load.")
-        if not self._busy.acquire(blocking=False):
-            raise EngineBusy("A reply is already being generated. Wait for it or press Stop, then send again.")
+    def _stream(self, turn: Turn) -> Iterator[Event]:
         self.turns.append(turn)
         return self._run(turn)
 
     def _run(self, turn: Turn) -> Iterator[Event]:
-        try:
-            opts, meter = turn.options, StatsMeter()
-            meter.prompt_tokens = _words(turn.messages)
-            meter.cached_tokens = self._seen.get(turn.conversation_id, 0)
-            if self.context_words is not None and meter.prompt_tokens >= self.context_words:
-                yield Done("error", meter.snapshot(), "context_length",
-                           f"The conversation is {meter.prompt_tokens} tokens; this model holds at most "
-                           f"{self.context_words}. Start a new chat, or send a shorter message.")
-                return
-            drafts = opts.draft_block_size - 1 if opts.speculative else 0
-            rounds: list[tuple[int, int]] | None = [] if drafts else None
-            if rounds is not None:
-                meter.record_rounds(rounds)
-            thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
-            answer_words = [(False, w + " ") for w in self.answer.split(" ")]
-            if turn.continued:  # go on after the words the unfinished reply already has
-                said = turn.messages[-1]
-                thinking_words = thinking_words[_words_in(thinking_words, said.reasoning):]
-                answer_words = answer_words[_words_in(answer_words, said.content):]
-            script = thinking_words + answer_words[: opts.max_tokens]
-            finish = "stop" if len(answer_words) <= opts.max_tokens else "length"
-            n = 0
-            while n < len(script):
-                if turn.cancel.is_set():
-                    finish = "cancelled"
-                    break
-                if self.holds and n >= self.holds[0]:
-                    # Paused: the numbers so far go out live, then nothing more until resume() or a cancel.
-                    del self.holds[0]
-                    if n:
-                        yield Stats(meter.snapshot())
-                    while not (self._resume.acquire(timeout=0.02) or turn.cancel.is_set()):
-                        pass
-                    continue
-                time.sleep(self.delay_s + (self.round_s if drafts else 0.0))
-                # One forward pass: a plain token, or a verify round's kept drafts plus the verifier's token.
-                kept = min(KEPT[len(rounds) % len(KEPT)], drafts, len(script) - n - 1) if drafts else 0
-                if rounds is not None:
-                    rounds.append((kept, drafts))
-                    meter.record_rounds(rounds)
-                for i, (thinking, text) in enumerate(script[n: n + kept + 1]):
-                    if self.fail_after is not None and n >= self.fail_after:
-                        raise EngineError("The fake engine failed on purpose.", code="generation_failed")
-                    meter.token(thinking)
-                    n += 1
-                    delta = Thinking if thinking else Answer
-                    yield delta(text, rounds=(kept,) if rounds is not None and i == kept else (),
-                                draft_spans=((0, len(text)),) if i < kept else ())
-                if meter.live_due():
+        opts, meter = turn.options, StatsMeter()
+        meter.prompt_tokens = _words(turn.messages)
+        meter.cached_tokens = self._seen.get(turn.conversation_id, 0)
+        if self.context_words is not None and meter.prompt_tokens >= self.context_words:
+            yield Done("error", meter.snapshot(), "context_length",
+                       f"The conversation is {meter.prompt_tokens} tokens; this model holds at most "
+                       f"{self.context_words}. Start a new chat, or send a shorter message.")
+            return
+        drafts = opts.draft_block_size - 1 if opts.speculative else 0
+        rounds: list[tuple[int, int]] | None = [] if drafts else None
+        if rounds is not None:
+            meter.record_rounds(rounds)
+        thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
+        answer_words = [(False, w + " ") for w in self.answer.split(" ")]
+        if turn.continued:  # go on after the words the unfinished reply already has
+            said = turn.messages[-1]
+            thinking_words = thinking_words[_words_in(thinking_words, said.reasoning):]
+            answer_words = answer_words[_words_in(answer_words, said.content):]
+        script = thinking_words + answer_words[: opts.max_tokens]
+        finish = "stop" if len(answer_words) <= opts.max_tokens else "length"
+        n = 0
+        while n < len(script):
+            if turn.cancel.is_set():
+                finish = "cancelled"
+                break
+            if self.holds and n >= self.holds[0]:
+                # Paused: the numbers so far go out live, then nothing more until resume() or a cancel.
+                del self.holds[0]
+                if n:
                     yield Stats(meter.snapshot())
-            self._seen[turn.conversation_id] = meter.prompt_tokens + meter.tokens
-            yield Done(finish, meter.snapshot())
-        finally:
-            self._busy.release()
+                while not (self._resume.acquire(timeout=0.02) or turn.cancel.is_set()):
+                    pass
+                continue
+            time.sleep(self.delay_s + (self.round_s if drafts else 0.0))
+            # One forward pass: a plain token, or a verify round's kept drafts plus the verifier's token.
+            kept = min(KEPT[len(rounds) % len(KEPT)], drafts, len(script) - n - 1) if drafts else 0
+            if rounds is not None:
+                rounds.append((kept, drafts))
+                meter.record_rounds(rounds)
+            for i, (thinking, text) in enumerate(script[n: n + kept + 1]):
+                if self.fail_after is not None and n >= self.fail_after:
+                    raise EngineError("The fake engine failed on purpose.", code="generation_failed")
+                meter.token(thinking)
+                n += 1
+                delta = Thinking if thinking else Answer
+                yield delta(text, rounds=(kept,) if rounds is not None and i == kept else (),
+                            draft_spans=((0, len(text)),) if i < kept else ())
+            if meter.live_due():
+                yield Stats(meter.snapshot())
+        self._seen[turn.conversation_id] = meter.prompt_tokens + meter.tokens
+        yield Done(finish, meter.snapshot())
 
     def prompt_size(self, messages: list[Message], options: GenerationOptions,
                     continued: bool = False) -> tuple[int, int] | None:

@@ -259,8 +259,6 @@ class OpenAICompatEngine(Engine):
             headers=headers, timeout=httpx.Timeout(connect=connect_s, read=stall_s + 5, write=30, pool=connect_s),
             limits=httpx.Limits(max_keepalive_connections=0),
         )
-        self._lock = threading.Lock()
-        self._active: Turn | None = None
         self._drafter: str | None = None
         self._unloaded = False
         self.tell_budget = True  # send thinking_budget; off once the server refuses it (mlx-vlm with a drafter)
@@ -337,28 +335,19 @@ class OpenAICompatEngine(Engine):
         size = sum(len(text.encode()) for text in texts) // BYTES_PER_TOKEN + FRAMING_TOKENS * len(texts)
         return size, self.context
 
-    def stream(self, turn: Turn) -> Iterator[Event]:
-        with self._lock:
-            if not self.can_start():
-                raise EngineNotReady(f"The engine is not ready ({self._state}: {self._message}).")
-            if self._active is not None:
-                raise EngineBusy("A reply is already being generated. Wait for it or press Stop, then send again.")
-            if turn.continued:
-                raise EngineError(f"The {self.name} engine cannot go on with a reply: regenerate it instead.",
-                                  code="continue_unsupported")
-            self._active = turn
-        return self._run(turn)
+    def _check_startable(self, turn: Turn) -> None:
+        if not self.can_start():
+            raise EngineNotReady(f"The engine is not ready ({self._state}: {self._message}).")
+        if turn.continued:
+            raise EngineError(f"The {self.name} engine cannot go on with a reply: regenerate it instead.",
+                              code="continue_unsupported")
 
     def can_start(self) -> bool:
         # After a failed load the next message tries again (before_turn), unless the engine was unloaded.
         return self._state == "ready" or (self._state == "error" and not self._unloaded)
 
-    def _run(self, turn: Turn) -> Iterator[Event]:
-        try:
-            yield from self._reply(turn)
-        finally:
-            with self._lock:
-                self._active = None
+    def _stream(self, turn: Turn) -> Iterator[Event]:
+        return self._reply(turn)
 
     def payload(self, turn: Turn) -> dict:
         options = turn.options
@@ -493,15 +482,10 @@ class OpenAICompatEngine(Engine):
         return exc.message
 
     def reset_cache(self, deep: bool = False) -> dict:
-        if self._active is not None:
+        if self.busy:
             raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
         return {"prompt_tokens": 0, "entries": 0, "bytes": 0,
                 "message": "This server's cache cannot be reset from specchat; restart the server to clear it."}
-
-    def cancel_all(self) -> None:
-        active = self._active
-        if active is not None:
-            active.cancel.set()
 
     def unload(self) -> None:
         self._unloaded = True

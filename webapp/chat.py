@@ -6,10 +6,11 @@ import logging
 import socket
 import threading
 from collections import deque
+from collections.abc import Callable, Iterator
 
 import orjson
 
-from engines import EngineError, Turn
+from engines import EngineError, Event, Turn
 
 from . import protocol
 from .conversation import CONTINUABLE, Conversation, new_message, produced_by
@@ -164,20 +165,25 @@ class ChatSession:
             raise ClientError("cannot_continue", "Only a reply that was stopped, cut at its length or interrupted "
                               "can go on: the current one was not. Send a message or regenerate instead.")
         turn, window = conversation.turn(frame.id, reply["id"], self._host.settings.current, continued=True)
-        try:
-            events = self._host.engine.stream(turn)
-        except EngineError as exc:
-            raise ClientError(exc.code, exc.message) from None
-        conversation.go_on(turn, window, events, reply)
+        self._stream_into(turn, lambda events: conversation.go_on(turn, window, events, reply))
 
     def _reply(self, turn: Turn, window: Window, new: list[dict]) -> None:
         """Open the engine's stream, then store ``new`` (ending with the reply) and stream into it."""
         new[-1]["settings"] = produced_by(self._host.engine.info(), turn.options)
+        self._stream_into(turn, lambda events: self.conversation.start(turn, window, events, new))
+
+    def _stream_into(self, turn: Turn, begin: Callable[[Iterator[Event]], None]) -> None:
+        """Open the engine's stream for ``turn`` and hand it to ``begin``; a refused ``begin`` (shutting down)
+        closes it, so the engine is free again at once."""
         try:
             events = self._host.engine.stream(turn)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-        self.conversation.start(turn, window, events, new)
+        try:
+            begin(events)
+        except BaseException:
+            events.close()
+            raise
 
     def _free_conversation(self) -> Conversation:
         """The tab's conversation, when nothing streams in it or holds the engine."""

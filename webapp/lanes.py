@@ -99,6 +99,11 @@ class LaneReply:
         self.started = time.perf_counter()
         self.events = self.engine.stream(self.turn)
 
+    def close(self) -> None:
+        """Give up an opened lane that will not be played: the engine is free again at once."""
+        if self.events is not None:
+            self.events.close()
+
     def play(self, emit: Callable[[dict], None]) -> LaneRun:
         """Emit the reply's frames (deltas with ``t_ms`` since the lane started) and record how it went."""
         result, said = self.result, {Thinking: [], Answer: []}

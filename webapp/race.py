@@ -205,4 +205,9 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         finally:
             host.exclusive.release()
 
-    conversation.begin(Contest(id, cancel), [said, reply], work)
+    try:
+        conversation.begin(Contest(id, cancel), [said, reply], work)
+    except BaseException:  # refused (shutting down): the opened lane and the engine are let go, work never runs
+        replies[0].close()
+        host.exclusive.release()
+        raise

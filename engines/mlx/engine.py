@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -39,7 +38,6 @@ class MlxEngine(Engine):
         self.drafters = drafters
         # All MLX work runs on the process's one MLX thread: MLX streams belong to the thread that made them.
         self._thread = model_thread()
-        self._lock = threading.Lock()
         self._loaded: LoadedModel | None = None
         self._prompts: PromptBuilder | None = None
         self._apc = None
@@ -50,7 +48,6 @@ class MlxEngine(Engine):
         self._stop_ids: set[int] = set()
         self._prefix: PrefixSnapshot | None = None  # the system prompt's state for the own loop
         self._conversations = ConversationCaches()
-        self._active: Turn | None = None
         self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
         self._unloading = False
         self._wanted: GenerationOptions | None = None  # the newest settings not yet prepared for
@@ -150,13 +147,11 @@ class MlxEngine(Engine):
                 self._prefix = prefix
         self._primed_system = options.system_prompt
 
-    def stream(self, turn: Turn) -> Iterator[Event]:
-        with self._lock:
-            if self._loaded is None or self._state != "ready":
-                raise EngineNotReady(f"The model is not ready ({self._state}: {self._message}). Wait for it to load.")
-            if self._active is not None:
-                raise EngineBusy("A reply is already being generated. Wait for it or press Stop, then send again.")
-            self._active = turn
+    def _check_startable(self, turn: Turn) -> None:
+        if self._loaded is None or self._state != "ready":
+            raise EngineNotReady(f"The model is not ready ({self._state}: {self._message}). Wait for it to load.")
+
+    def _stream(self, turn: Turn) -> Iterator[Event]:
         events: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._thread.submit(self._generate, turn, events.put)
         return self._drain(turn, events)
@@ -195,8 +190,6 @@ class MlxEngine(Engine):
             done = Done("error", error_code="generation_failed",
                         error_message=f"Generation failed: {exc}. The conversation is kept; try again.")
         finally:
-            with self._lock:
-                self._active = None
             emit(done)
 
     def _context_limit(self) -> int | None:
@@ -291,9 +284,8 @@ class MlxEngine(Engine):
         return entry, self._prompts.conversation_ids(options.system_prompt, messages, thinking)
 
     def reset_cache(self, deep: bool = False) -> dict:
-        with self._lock:
-            if self._active is not None:
-                raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
+        if self.busy:
+            raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
         return self._thread.submit(self._reset_cache).result()
 
     def _reset_cache(self) -> dict:
@@ -314,11 +306,6 @@ class MlxEngine(Engine):
 
     def forget(self, conversation_id: str) -> None:
         self._in_background(self._conversations.drop, conversation_id)
-
-    def cancel_all(self) -> None:
-        active = self._active
-        if active is not None:
-            active.cancel.set()
 
     def unload(self) -> None:
         self._unloading = True

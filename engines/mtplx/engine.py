@@ -283,7 +283,7 @@ class MtplxEngine(OpenAICompatEngine):
 
     def reset_cache(self, deep: bool = False) -> dict:
         """Clear the daemon's RAM session bank; ``deep`` also archives its SSD cache so nothing is restored."""
-        if self._active is not None:
+        if self.busy:
             raise EngineBusy("A reply is being generated. Stop it or wait, then reset the cache.")
         cleared = self.supervisor.post("/admin/cache/clear")
         entries = sum(as_int(cleared.get(k)) or 0 for k in ("sessions_cleared", "bank_entries_cleared"))
