@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -51,6 +52,7 @@ class MlxEngine(Engine):
         self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
         self._unloading = False
         self._wanted: GenerationOptions | None = None  # the newest settings not yet prepared for
+        self._wanted_lock = threading.Lock()  # written on the caller's thread, taken on the model thread
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
@@ -96,12 +98,14 @@ class MlxEngine(Engine):
     def prepare(self, options: GenerationOptions) -> None:
         """Settings changed: rebuild the prefix cache or prime a new system prompt, off the caller's thread."""
         if self._loaded is not None:
-            self._wanted = options
+            with self._wanted_lock:
+                self._wanted = options
             self._in_background(self._prepare_latest)
 
     def _prepare_latest(self) -> None:
         """A burst of settings changes warms up once, for the newest: earlier jobs find it taken."""
-        options, self._wanted = self._wanted, None
+        with self._wanted_lock:
+            options, self._wanted = self._wanted, None
         if options is not None:
             self._prepare(options)
 
