@@ -433,3 +433,14 @@ def test_a_message_sent_while_the_speed_is_measured_goes_first(tab):
         timeout=30_000)
     assert calibrations == [200, 200] and tab.page.locator("#calibrate-error").is_hidden()
     assert host.baselines.get(host.engine.info())["source"] == "calibration"
+
+
+def test_a_chat_started_by_a_race_is_listed_while_its_lanes_run(tab):
+    engine = tab.server.engine
+    engine.delay_s = 0.05  # the race lasts long enough to look at the sidebar before it ends
+    tab.open()
+    conversation = tab.of_type("hello")[0]["conversation"]
+    race(tab, "A race opens this chat", 1)
+    tab.page.wait_for_selector(f'#history-list .history-link[href="/?c={conversation}"]', timeout=10_000)
+    assert not tab.of_type("race_done"), "listed only once the race ended"
+    wait_race_done(tab)

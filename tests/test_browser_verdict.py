@@ -183,3 +183,20 @@ def test_runs_auto_from_the_page_adds_pairs_until_they_settle(tab):
     tab.page.reload()
     tab.page.wait_for_selector("#engine[data-state=ready]")
     assert tab.page.locator("#race-runs").input_value() == "auto"  # kept for the next race
+
+
+TTFT_ROW = """(m, frame) => {
+  const el = document.createElement("div");
+  m.renderRaceSummary(el, frame);
+  return [...el.querySelectorAll('tr[data-row="ttft"] td')].map((td) => td.textContent);
+}"""
+
+
+def test_a_summary_row_gives_both_lanes_first_tokens_in_one_unit(tab):
+    tab.open()
+    mixed = summary_frame(off={**summary_frame()["off"], "ttft_ms": {"median": 263.0, "min": 108.0, "max": 523.0}},
+                          on={**summary_frame()["on"], "ttft_ms": {"median": 300.0, "min": 100.0, "max": 1100.0}})
+    assert evaluate(tab, "race-summary.js", TTFT_ROW, mixed) == ["0.3 (0.1–0.5) s", "0.3 (0.1–1.1) s"]
+    quick = summary_frame(off={**summary_frame()["off"], "ttft_ms": {"median": 263.0, "min": 108.0, "max": 523.0}},
+                          on={**summary_frame()["on"], "ttft_ms": {"median": 300.0, "min": 100.0, "max": 900.0}})
+    assert evaluate(tab, "race-summary.js", TTFT_ROW, quick) == ["263 (108–523) ms", "300 (100–900) ms"]

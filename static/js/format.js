@@ -64,11 +64,16 @@ export function formatSpread(summary, format) {
 }
 
 /** A spread of durations with the unit once: "120 (110–130) ms", or "1.2 (1.1–1.4) s". */
-export function formatSpreadMs(summary) {
+export function formatSpreadMs(summary, seconds = spreadInSeconds(summary)) {
   if (!summary || summary.median == null) return "–";
-  const seconds = Math.max(summary.median, summary.max ?? 0) >= 1000;
   const format = seconds ? (ms) => oneDecimal.format(ms / 1000) : (ms) => integer.format(ms);
   return `${formatSpread(summary, format)} ${seconds ? "s" : "ms"}`;
+}
+
+/** Whether spreads of milliseconds read better in seconds: any of them reaches a second. Cells side by side
+ * take one answer for all, so a row never mixes "263 ms" with "0.3 s". */
+export function spreadInSeconds(...summaries) {
+  return summaries.some((s) => s?.median != null && Math.max(s.median, s.max ?? 0) >= 1000);
 }
 
 /** Two decimals, e.g. a mean "2.31". */

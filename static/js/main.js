@@ -457,6 +457,8 @@ const handlers = {
     if (frame.message) {
       leaf = frame.message;
       showInUrl(conversationId);
+      // The conversation is stored from its first message on, a race's or sweep's too: list it now.
+      if (!history.items.some((item) => item.id === conversationId)) history.refresh();
     }
     const item = conversation.item(frame.id);
     if (item) {
@@ -490,7 +492,6 @@ const handlers = {
     }
     conversation.started(turn, frame);
     turn.started(frame);
-    if (!history.items.some((item) => item.id === conversationId)) history.refresh();
   },
   thinking(frame) {
     if (itemFrame(frame)) return;

@@ -4,7 +4,7 @@
 
 import { adviceText, adviseBlock } from "@app/baseline.js";
 import { busyText } from "@app/busy.js";
-import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
+import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs, spreadInSeconds } from "@app/format.js";
 import { acceptanceByDepth, acceptanceValue } from "@app/stats.js";
 
 function element(tag, className, text) {
@@ -107,7 +107,8 @@ export function renderRaceSummary(el, raceDone) {
     body.append(tr);
   };
   row("Decode tok/s", "tok_s", formatSpread(off.tok_s, formatRate), formatSpread(on.tok_s, formatRate));
-  row("Time to first token", "ttft", formatSpreadMs(off.ttft_ms), formatSpreadMs(on.ttft_ms));
+  const ttftSeconds = spreadInSeconds(off.ttft_ms, on.ttft_ms);
+  row("Time to first token", "ttft", formatSpreadMs(off.ttft_ms, ttftSeconds), formatSpreadMs(on.ttft_ms, ttftSeconds));
   // Over every drafter-on run, as the rates are (a race stored before these were sent has its last run's).
   const pooled = (key) => on[key] ?? on.stats?.[key];
   const acceptance = pooled("acceptance");

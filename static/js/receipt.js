@@ -2,7 +2,9 @@
 // here on a canvas.
 
 import { busyText } from "@app/busy.js";
-import { formatFactor, formatMean, formatPercent, formatRate, formatSpread, formatSpreadMs } from "@app/format.js";
+import {
+  formatFactor, formatMean, formatPercent, formatRate, formatSpread, formatSpreadMs, spreadInSeconds,
+} from "@app/format.js";
 import { pairsText } from "@app/race-summary.js";
 
 const WIDTH = 1200;
@@ -257,9 +259,10 @@ export function drawReceiptCard(facts) {
   const depth = Array.isArray(facts.byDepth) && facts.byDepth.length
     ? facts.byDepth.map((a) => (a == null ? "–" : formatPercent(a))).join(" · ")
     : "–";
+  const ttftSeconds = spreadInSeconds(facts.off.ttft_ms, facts.on.ttft_ms);
   const cells = [
-    ["TTFT off", formatSpreadMs(facts.off.ttft_ms)],
-    ["TTFT on", formatSpreadMs(facts.on.ttft_ms)],
+    ["TTFT off", formatSpreadMs(facts.off.ttft_ms, ttftSeconds)],
+    ["TTFT on", formatSpreadMs(facts.on.ttft_ms, ttftSeconds)],
     ["Drafts accepted", facts.acceptance != null ? formatPercent(facts.acceptance) : "–"],
     ["Accepted per round", facts.meanAccepted != null ? formatMean(facts.meanAccepted) : "–"],
     ["By draft depth", depth],
