@@ -42,7 +42,7 @@ class FakeEngine(Engine):
         self.turns: list[Turn] = []
         self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
         self.round_s = 0.0  # what a verify round costs on top of ``delay_s``: a drafter that does not pay
-        self.answer = ANSWER  # the text every reply answers with, after its thinking
+        self.answer: str | None = None  # the text every reply answers with, after its thinking (None: ANSWER)
 
     def info(self) -> EngineInfo:
         return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
@@ -70,7 +70,8 @@ class FakeEngine(Engine):
         if rounds is not None:
             meter.record_rounds(rounds)
         thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
-        answer_words = [(False, w + " ") for w in self.answer.split(" ")]
+        answer = ANSWER if self.answer is None else self.answer  # read per reply: a test may replace ANSWER
+        answer_words = [(False, w + " ") for w in answer.split(" ")]
         if turn.continued:  # go on after the words the unfinished reply already has
             said = turn.messages[-1]
             thinking_words = thinking_words[_words_in(thinking_words, said.reasoning):]
