@@ -72,6 +72,8 @@ def factor(ratio: float) -> str:
 def wait_race_done(tab, count: int = 1) -> dict:
     tab.page.wait_for_function(
         f"() => document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
+    # Lanes paint once per animation frame: the last text lands on the frame after the race says done.
+    tab.page.evaluate("() => new Promise((painted) => requestAnimationFrame(() => requestAnimationFrame(painted)))")
     return tab.of_type("race_done")[-1]
 
 
