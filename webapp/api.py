@@ -48,8 +48,9 @@ def _no_such_route(exc: HTTPException):
         return exc
     if exc.code == 405:
         return jsonify(error_body("method_not_allowed", f"{request.method} {request.path} is not supported: "
-                                  "the README lists each REST route with its method.")), 405
-    return jsonify(error_body("not_found", f"There is no {request.path}: the README lists the REST routes.")), 404
+                                  "docs/protocol.md lists each REST route with its method.")), 405
+    return jsonify(error_body("not_found", f"There is no {request.path}: docs/protocol.md lists the REST "
+                              "routes.")), 404
 
 
 @bp.post("/engine")
