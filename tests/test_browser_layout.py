@@ -11,6 +11,7 @@ import requests
 
 from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
 from tests.test_browser_conversations import DESKTOP, PHONE, TABLET, open_page  # noqa: F401
+from tests.test_browser_race import start_race
 from webapp.store import title_of
 
 pytestmark = pytest.mark.browser
@@ -182,15 +183,6 @@ def test_the_page_loading_moves_nothing(open_page, fake_server, size):
     assert page.evaluate(LAYOUT_SHIFT) < 0.05
 
 
-def race(page, text: str, runs: int):
-    page.fill("#prompt", text)
-    page.select_option("#race-runs", str(runs))
-    page.get_by_role("button", name="Race drafter off vs on").click()
-    view = page.locator(".msg.race").last
-    view.wait_for()
-    return view
-
-
 # Each lane header and each part of it no taller than one line of its text.
 LANE_HEAD_LINES = """() => [...document.querySelectorAll('.lane-head')].map((head) => {
   const line = parseFloat(getComputedStyle(head).lineHeight);
@@ -204,7 +196,7 @@ def test_race_lane_headers_stay_on_one_line_beside_both_panes(open_page, fake_se
     page = open_page(DESKTOP)
     for toggle in ("#history-toggle", "#settings-toggle"):
         assert page.locator(toggle).get_attribute("aria-expanded") == "true"
-    view = race(page, "Convert 5 km to meters, and tell me how long that takes to walk at a steady pace", 3)
+    view = start_race(page, "Convert 5 km to meters, and tell me how long that takes to walk at a steady pace", 3)
     page.wait_for_selector(".msg.race .race-lane[data-state=streaming] .lane-clock:not(:empty)")
     lines = page.evaluate(LANE_HEAD_LINES)
     screenshot(page, "race-live")
@@ -236,7 +228,7 @@ def test_the_race_summary_keeps_its_cells_on_one_line_at_block_16(open_page, fak
     fake_server.engine.delay_s = 0.005
     page = open_page(DESKTOP)
     set_setting(page, "draft_block_size", "16")
-    view = race(page, "Convert 5 km to meters", 3)
+    view = start_race(page, "Convert 5 km to meters", 3)
     page.wait_for_selector('.msg.race[data-state="done"]', timeout=60_000)
     depths = view.locator("tr[data-row=by_depth] td").nth(1)
     assert depths.locator(".acceptance-value").count() == 15

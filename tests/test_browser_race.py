@@ -54,7 +54,11 @@ def wait_for_frame(tab, kind: str, since: int, timeout_ms: int = 5000) -> dict:
 
 
 def race(tab, text: str, runs: int):
-    page = tab.page
+    return start_race(tab.page, text, runs)
+
+
+def start_race(page, text: str, runs: int):
+    """Type ``text``, pick ``runs`` and press Race; the race's view once it is on the page."""
     page.fill("#prompt", text)
     page.select_option("#race-runs", str(runs))
     page.get_by_role("button", name="Race drafter off vs on").click()
