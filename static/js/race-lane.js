@@ -2,6 +2,7 @@
 // The same lane shows a recording, fed from recorded deltas instead of the socket, and says which it is.
 
 import { AcceptanceStrip } from "@app/acceptance-strip.js";
+import { element } from "@app/dom.js";
 import { DraftTint } from "@app/drafted-tint.js";
 import { formatCount, formatMs, formatRate, formatSeconds } from "@app/format.js";
 import { MarkdownView } from "@app/markdown.js";
@@ -15,13 +16,6 @@ const SOURCES = {
   live: { badge: "live", name: "live" },
   recording: { badge: "recording", name: "a recording of its run, played at its recorded pace" },
 };
-
-function element(tag, className, text) {
-  const el = document.createElement(tag);
-  el.className = className;
-  if (text) el.textContent = text;
-  return el;
-}
 
 export class RaceLane {
   /** @param {"off"|"on"} lane */

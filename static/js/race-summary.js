@@ -4,15 +4,9 @@
 
 import { adviceText, adviseBlock } from "@app/baseline.js";
 import { busyText } from "@app/busy.js";
+import { element } from "@app/dom.js";
 import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs, spreadInSeconds } from "@app/format.js";
 import { acceptanceByDepth, acceptanceValue } from "@app/stats.js";
-
-function element(tag, className, text) {
-  const el = document.createElement(tag);
-  if (className) el.className = className;
-  if (text != null) el.textContent = text;
-  return el;
-}
 
 /** A short quote of where two texts part, made visible (a space or newline would read as nothing). */
 function quote(text) {

@@ -2,6 +2,7 @@
 // side: each pair's second lane streams live beside a recording of its first, played at the pace it arrived,
 // so both grow together. Then the summary, a replay of both lanes' median runs, and the receipt.
 
+import { element } from "@app/dom.js";
 import { schedule } from "@app/render.js";
 import { RaceLane } from "@app/race-lane.js";
 import { RaceReplay, Recording } from "@app/race-replay.js";
@@ -12,13 +13,6 @@ const LANES = ["off", "on"];
 const LANE_NAMES = { off: "drafter off", on: "drafter on" };
 const OTHER = { off: "on", on: "off" };
 const COMPLETE = new Set(["stop", "length"]);
-
-function element(tag, className, text) {
-  const el = document.createElement(tag);
-  el.className = className;
-  if (text) el.textContent = text;
-  return el;
-}
 
 function button(label, name, onClick) {
   const el = element("button", "button small", label);

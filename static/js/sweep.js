@@ -2,6 +2,7 @@
 // chart as each block finishes, with an offer to use the fastest.
 
 import { busyText } from "@app/busy.js";
+import { element } from "@app/dom.js";
 import { formatRate } from "@app/format.js";
 import { receiptUrl, saveMarkdownReceipt } from "@app/receipt.js";
 import { schedule } from "@app/render.js";
@@ -9,13 +10,6 @@ import { MEASURE_TOKENS } from "@app/stats.js";
 import { renderSweepChart, rowRate } from "@app/sweep-chart.js";
 
 export const SWEEP_BLOCKS = [1, 2, 3, 4, 5, 6];
-
-function element(tag, className, text) {
-  const el = document.createElement(tag);
-  el.className = className;
-  if (text) el.textContent = text;
-  return el;
-}
 
 export class SweepView {
   /**

@@ -3,6 +3,7 @@
 import { AcceptanceStrip } from "@app/acceptance-strip.js";
 import { branchNav } from "@app/branch-nav.js";
 import { copyText } from "@app/clipboard.js";
+import { element } from "@app/dom.js";
 import { DraftTint } from "@app/drafted-tint.js";
 import { MarkdownView } from "@app/markdown.js";
 import { producedLine, producedTitle } from "@app/produced.js";
@@ -35,12 +36,6 @@ function actionButton(text, { label, title, disabled = false, className = "", on
   button.disabled = disabled;
   if (onClick) button.addEventListener("click", onClick);
   return button;
-}
-
-function element(tag, className) {
-  const el = document.createElement(tag);
-  el.className = className;
-  return el;
 }
 
 export class AssistantTurn {
