@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The quantized few-row product and the 4.1B rig at bfloat16, 8 and 4 bits on an NVIDIA GPU with MLX's CUDA
+# backend, run from the repository root:
+#
+#   benchmarks/h200.sh keep PART...   keep parts of the site tarball (below) in $STORE for a later call
+#   benchmarks/h200.sh setup          join the kept parts and unpack them into $STORE/site
+#   benchmarks/h200.sh kernel         the kernel's CUDA tests, then python -m benchmarks.quantized_skinny
+#   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
+#   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
+#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig, with and without the kernel
+#
+# The site tarball is the mlx, mlx-cuda-13, mlx-lm, mlx-vlm and flask/pydantic wheels of pyproject.toml's pins
+# unzipped into one folder, then `tar c | xz -9` and `split`: a machine with no package index gets it in parts.
+# libmlx.so finds the CUDA libraries through its RPATH $ORIGIN/../../nvidia, which links to the nvidia folder
+# of the python3 that holds PyTorch's CUDA wheels.
+set -uo pipefail
+
+STORE=${STORE:-$HOME/.cache/specchat-h200}
+PY=${PY:-python3}
+RUNS=${RUNS:-5}
+TOKENS=${TOKENS:-512}
+mkdir -p "$STORE"
+export PYTHONPATH="$STORE/site:$PWD" PYTHONUNBUFFERED=1
+
+keep() {
+    for part in "$@"; do cp "$part" "$STORE/"; done
+    ls -la "$STORE"
+}
+
+setup() {
+    rm -rf "$STORE/site" && mkdir -p "$STORE/site"
+    cat "$STORE"/part.* | xz -d | tar x -C "$STORE/site" || return 1
+    local nvidia
+    nvidia=$(PYTHONPATH= "$PY" -c 'import nvidia; print(list(nvidia.__path__)[0])') || return 1
+    ln -sfn "$nvidia" "$STORE/site/nvidia"
+    "$PY" -c 'import mlx.core as mx; print(mx.__version__, mx.default_device(), mx.cuda.is_available())'
+}
+
+kernel() {
+    timeout 300 "$PY" -m pytest -q -p no:cacheprovider tests/test_quantized_skinny.py 2>&1
+    timeout 200 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,2,4,8 --reps 20 2>&1
+}
+
+rigs() {
+    local r="$STORE/rigs"
+    rm -rf "$r" && mkdir -p "$r"
+    "$PY" -m demo_model.rig "$r/bf16" --size 4b || return 1
+    "$PY" -m benchmarks.hf_rig "$r/bf16" "$r/hf" || return 1
+    for bits in 8 4; do
+        "$PY" -m mlx_vlm.convert --hf-path "$r/hf" --mlx-path "$r/q$bits" --mtp -q --q-bits "$bits" \
+            --q-group-size 64 2>&1 | grep -v '^\s*$' | tail -3 || return 1
+    done
+    rm -rf "$r/hf"
+    du -sh "$r"/*
+}
+
+drafter() {  # the drafter flag of a rig: the bf16 rig carries its head, a conversion wrote it beside
+    [ "$1" = bf16 ] || echo "--drafter $STORE/rigs/$1-mtp"
+}
+
+engine() {
+    for name in "$@"; do
+        # shellcheck disable=SC2046
+        timeout 400 "$PY" -m webapp bench --model "$STORE/rigs/$name" $(drafter "$name") --blocks 1,2,4 \
+            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat \
+            2>&1 | tr '\r' '\n' | grep -v '^\['
+    done
+}
+
+direct() {
+    for name in "$@"; do
+        for kernel in "" --no-kernel; do
+            timeout 300 "$PY" -m benchmarks.rounds "$STORE/rigs/$name" --blocks 2,4 --runs 3 --tokens 256 $kernel \
+                2>&1 | grep -v '^\['
+        done
+    done
+}
+
+command=$1
+shift
+"$command" "$@"
