@@ -37,7 +37,7 @@ setup() {
 }
 
 kernel() {
-    timeout 300 "$PY" -m pytest -q -p no:cacheprovider tests/test_quantized_skinny.py 2>&1
+    timeout 300 "$PY" -m pytest -q -p no:cacheprovider --noconftest tests/test_quantized_skinny.py 2>&1
     timeout 200 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,2,4,8 --reps 20 2>&1
 }
 
