@@ -13,31 +13,42 @@ class GenerationOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     reasoning_budget: int = Field(
-        512, ge=0, le=65536, description="Most thinking tokens per reply; 0 turns thinking off."
+        512, ge=0, le=65536, description="Most thinking tokens per reply; 0 turns thinking off.",
+        title="Thinking budget",
     )
-    speculative: bool = Field(True, description="Draft tokens with the drafter and verify them.")
+    speculative: bool = Field(
+        True, description="Draft tokens with the drafter and verify them.", title="Use the drafter"
+    )
     draft_block_size: int = Field(
-        4, ge=2, le=16, description="Tokens per draft round, anchor included (2 drafts one token)."
+        4, ge=2, le=16, description="Tokens per draft round, anchor included (2 drafts one token).",
+        title="Draft block size",
     )
-    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 is greedy.")
-    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.")
+    temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 is greedy.", title="Temperature")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass.", title="Top-p")
     max_tokens: int = Field(
-        1024, ge=1, le=65536, description="Most answer tokens per reply (thinking not counted)."
+        1024, ge=1, le=65536, description="Most answer tokens per reply (thinking not counted).",
+        title="Max tokens",
     )
     system_prompt: str = Field(
-        "You are a helpful assistant.", max_length=32768, description="Sent before every conversation."
+        "You are a helpful assistant.", max_length=32768, description="Sent before every conversation.",
+        title="System prompt",
     )
-    prefix_cache: bool = Field(True, description="Reuse computed prompt prefixes across requests.")
+    prefix_cache: bool = Field(
+        True, description="Reuse computed prompt prefixes across requests.", title="Prefix cache"
+    )
     prefix_cache_entries: int = Field(
-        4, ge=1, le=64, description="Whole-prompt snapshots kept by the prefix cache."
+        4, ge=1, le=64, description="Whole-prompt snapshots kept by the prefix cache.",
+        title="Prefix cache entries",
     )
     prefill_step_size: int = Field(
-        2048, ge=0, le=65536, description="Prompt tokens per prefill chunk; 0 sends the prompt at once."
+        2048, ge=0, le=65536, description="Prompt tokens per prefill chunk; 0 sends the prompt at once.",
+        title="Prefill step size",
     )
 
     decode_loop: Literal["specchat", "mlx-vlm"] = Field(
         "specchat",
         description="MLX engine: specchat's own compiled draft/verify loop, or mlx-vlm's (for comparison).",
+        title="Decode loop",
     )
 
     def updated(self, values: dict) -> "GenerationOptions":

@@ -8,7 +8,7 @@ import re
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from engines import EngineError
+from engines import EngineError, GenerationOptions
 
 from .errors import ClientError, error_body
 from .exports import branch_markdown, export_json, imported, parse_import
@@ -65,6 +65,13 @@ def switch_engine():
 @bp.get("/settings")
 def get_settings():
     return jsonify({"ok": True, "values": _host().settings.current.model_dump()})
+
+
+@bp.get("/settings/schema")
+def get_settings_schema():
+    """The settings' JSON schema (each field's title, type, bounds and default): the pane's labels and the
+    limits it checks before sending are these, written once in engines/options.py."""
+    return jsonify({"ok": True, "schema": GenerationOptions.model_json_schema()})
 
 
 @bp.post("/settings")

@@ -714,5 +714,9 @@ document.addEventListener("keydown", (event) => {
 
 refresh();
 history.refresh();
+request("/api/settings/schema").then(({ schema }) => schema, (error) => error).then((schema) => {
+  settings.setSchema(schema);
+  quickBar.setSchema(schema instanceof Error ? null : schema);
+});
 connection.connect();
 $("#prompt").focus();

@@ -3,7 +3,6 @@
 // its changes through the settings pane, so they are saved and broadcast like any other edit.
 
 const BUDGETS = [0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
-const BLOCK = { min: 2, max: 16 };
 const NOTE_MS = 6000;
 
 // Alt (Option on a Mac) with a key; Shift goes the other way. Matched on the physical key, so a layout's
@@ -24,6 +23,8 @@ export class QuickBar {
     this.root = root;
     this.apply = apply;
     this.values = null;
+    // The block size's limits, from the settings' schema; until it arrives the server judges each step.
+    this.block = { min: -Infinity, max: Infinity };
     this.enabled = false;
     this.inFlight = 0; // changes sent from here whose `settings` answer has not come back
     this.noteTimer = 0;
@@ -37,8 +38,8 @@ export class QuickBar {
     this.statusEl = $("status");
     this.actions = {
       drafter: () => this.set({ speculative: !this.values.speculative }),
-      blockUp: () => this.set({ draft_block_size: Math.min(BLOCK.max, this.values.draft_block_size + 1) }),
-      blockDown: () => this.set({ draft_block_size: Math.max(BLOCK.min, this.values.draft_block_size - 1) }),
+      blockUp: () => this.set({ draft_block_size: Math.min(this.block.max, this.values.draft_block_size + 1) }),
+      blockDown: () => this.set({ draft_block_size: Math.max(this.block.min, this.values.draft_block_size - 1) }),
       budgetUp: () => this.set({ reasoning_budget: BUDGETS.find((b) => b > this.values.reasoning_budget) }),
       budgetDown: () => this.set({ reasoning_budget: BUDGETS.findLast((b) => b < this.values.reasoning_budget) }),
       resetCache: () => {
@@ -94,6 +95,13 @@ export class QuickBar {
     this.render();
   }
 
+  /** The settings' JSON schema (`GET /api/settings/schema`): where the block size stops. */
+  setSchema(schema) {
+    const block = schema?.properties?.draft_block_size;
+    this.block = { min: block?.minimum ?? -Infinity, max: block?.maximum ?? Infinity };
+    this.render();
+  }
+
   /** A short message for a few seconds, e.g. what a cache reset freed. */
   note(text) {
     clearTimeout(this.noteTimer);
@@ -117,8 +125,8 @@ export class QuickBar {
     this.blockEl.textContent = String(v.draft_block_size);
     this.blockEl.closest(".quick-group").dataset.inactive = String(!on);
     this.budgetEl.textContent = v.reasoning_budget ? String(v.reasoning_budget) : "off";
-    this.buttons.blockDown.disabled ||= v.draft_block_size <= BLOCK.min;
-    this.buttons.blockUp.disabled ||= v.draft_block_size >= BLOCK.max;
+    this.buttons.blockDown.disabled ||= v.draft_block_size <= this.block.min;
+    this.buttons.blockUp.disabled ||= v.draft_block_size >= this.block.max;
     this.buttons.budgetDown.disabled ||= v.reasoning_budget <= BUDGETS[0];
     this.buttons.budgetUp.disabled ||= v.reasoning_budget >= BUDGETS.at(-1);
   }

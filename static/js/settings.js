@@ -2,69 +2,9 @@
 // Each field shows its range (the system prompt a character counter) and its own errors, in its own words;
 // a value arriving from the server never replaces one the user is typing or has not got accepted yet.
 
+import { buildField, number, orderedKeys, problemWith, specFor } from "@app/settings-field.js";
+
 const TYPING_DEBOUNCE_MS = 600;
-
-// How the known keys are presented; the limits are the server's (engines/options.py), shown up front and
-// checked before sending. Keys the server sends that are not listed here are still shown, with an input
-// chosen from the value's type.
-const FIELDS = {
-  reasoning_budget: {
-    group: "Reasoning", label: "Thinking budget", kind: "int", min: 0, max: 65536, unit: "tokens",
-    hint: "Most tokens the model may think for. 0 turns thinking off.",
-  },
-  temperature: { group: "Sampling", label: "Temperature", kind: "float", min: 0, max: 2, step: 0.05 },
-  top_p: { group: "Sampling", label: "Top-p", kind: "float", above: 0, max: 1, step: 0.01 },
-  max_tokens: { group: "Sampling", label: "Max tokens", kind: "int", min: 1, max: 65536, unit: "tokens" },
-  speculative: {
-    group: "Speculative decoding", label: "Use the drafter", kind: "bool",
-    hint: "The drafter proposes tokens and the model checks them in one pass.",
-  },
-  draft_block_size: {
-    group: "Speculative decoding", label: "Draft block size", kind: "int", min: 2, max: 16, unit: "tokens",
-    hint: "Tokens per draft round, the verified anchor included: 2 drafts one token.",
-  },
-  decode_loop: {
-    group: "Speculative decoding", label: "Decode loop", kind: "choice", choices: ["specchat", "mlx-vlm"],
-    hint: "specchat's own compiled draft/verify loop, or mlx-vlm's, to compare them (MLX engine).",
-  },
-  prefix_cache: {
-    group: "Prompt processing", label: "Prefix cache", kind: "bool",
-    hint: "Reuse the work done on a prompt's shared beginning.",
-  },
-  prefix_cache_entries: { group: "Prompt processing", label: "Prefix cache entries", kind: "int", min: 1, max: 64 },
-  prefill_step_size: {
-    group: "Prompt processing", label: "Prefill step size", kind: "int", min: 0, max: 65536, step: 256, unit: "tokens",
-    hint: "Prompt tokens per prefill chunk. 0 sends the whole prompt at once.",
-  },
-  system_prompt: {
-    group: "Conversation", label: "System prompt", kind: "text", maxLength: 32768, hint: "Sent before the conversation.",
-  },
-};
-
-const number = new Intl.NumberFormat("en-US", { maximumFractionDigits: 4 });
-
-function kindOf(key, value) {
-  if (FIELDS[key]) return FIELDS[key].kind;
-  if (typeof value === "boolean") return "bool";
-  // JSON cannot tell 1.0 from 1, so an unlisted number accepts any; the server judges it.
-  if (typeof value === "number") return "float";
-  return "text";
-}
-
-function humanize(key) {
-  const words = key.replaceAll("_", " ");
-  return words[0].toUpperCase() + words.slice(1);
-}
-
-/** "2 to 16 tokens", "above 0, up to 1": what a numeric field accepts, shown beside its label. */
-function rangeText(spec) {
-  const unit = spec.unit ? ` ${spec.unit}` : "";
-  if (spec.above !== undefined) return `above ${number.format(spec.above)}, up to ${number.format(spec.max)}${unit}`;
-  if (spec.min !== undefined && spec.max !== undefined) {
-    return `${number.format(spec.min)} to ${number.format(spec.max)}${unit}`;
-  }
-  return "";
-}
 
 export class SettingsPane {
   /**
@@ -77,6 +17,8 @@ export class SettingsPane {
     this.statusEl = status;
     this.send = send;
     this.values = null; // the last values the server confirmed
+    // The settings' JSON schema (labels, types, limits): undefined while it loads, null when it could not.
+    this.schema = undefined;
     this.keys = "";
     this.timers = new Map(); // key -> pending typing debounce
     this.held = new Set(); // keys whose field holds a value not accepted (yet): kept as typed
@@ -138,16 +80,30 @@ export class SettingsPane {
       this.sent = [];
     }
     const keys = Object.keys(values).join();
-    if (keys !== this.keys) {
+    // Until the schema says what each field accepts there are no fields: setSchema builds them.
+    if (this.schema !== undefined && keys !== this.keys) {
       this.keys = keys;
       this.build(values);
-    } else {
+    } else if (this.schema !== undefined) {
       this.fill(values);
     }
     if (echo) {
       this.showError(null);
       this.showStatus("Saved · applies from the next message");
     }
+  }
+
+  /**
+   * The settings' JSON schema from the server (`GET /api/settings/schema`), or the Error that kept it away:
+   * then the fields are built from the values' types alone, the server still checks each change, and the
+   * pane says why its limits are missing.
+   */
+  setSchema(schema) {
+    this.schema = schema instanceof Error ? null : schema;
+    if (schema instanceof Error) this.showError(`The settings' limits could not be loaded: ${schema.message}`);
+    if (!this.values) return;
+    this.keys = Object.keys(this.values).join();
+    this.build(this.values);
   }
 
   /** Send `values` (from the quick bar) through the same flow as an edit here. */
@@ -201,7 +157,11 @@ export class SettingsPane {
   }
 
   label(input) {
-    return FIELDS[input.name]?.label ?? humanize(input.name);
+    return this.spec(input.name).label;
+  }
+
+  spec(key) {
+    return specFor(key, this.values?.[key], this.schema?.properties?.[key]);
   }
 
   /** Show `message` next to `input` (null clears it). */
@@ -217,106 +177,23 @@ export class SettingsPane {
     const fieldset = document.createElement("fieldset");
     fieldset.disabled = this.form.querySelector("fieldset")?.disabled ?? false;
     const groups = new Map();
-    const ordered = [...Object.keys(FIELDS).filter((key) => key in values),
-      ...Object.keys(values).filter((key) => !(key in FIELDS))];
-    for (const key of ordered) {
-      const groupName = FIELDS[key]?.group ?? "Other";
-      if (!groups.has(groupName)) {
+    for (const key of orderedKeys(values)) {
+      const spec = specFor(key, values[key], this.schema?.properties?.[key]);
+      if (!groups.has(spec.group)) {
         const group = document.createElement("div");
         group.className = "settings-group";
         const heading = document.createElement("h3");
-        heading.textContent = groupName;
+        heading.textContent = spec.group;
         group.append(heading);
-        groups.set(groupName, group);
+        groups.set(spec.group, group);
         fieldset.append(group);
       }
-      groups.get(groupName).append(this.field(key, values[key]));
+      groups.get(spec.group).append(buildField(key, spec));
     }
     this.form.replaceChildren(fieldset);
     this.held.clear();
     this.fill(values);
     this.showDrafterNote();
-  }
-
-  field(key, value) {
-    const spec = FIELDS[key] ?? {};
-    const kind = kindOf(key, value);
-    const id = `setting-${key}`;
-    const row = document.createElement("div");
-    row.className = `field field-${kind}`;
-    const label = document.createElement("label");
-    label.htmlFor = id;
-    label.textContent = spec.label ?? humanize(key);
-
-    let input;
-    if (kind === "text" && key === "system_prompt") {
-      input = document.createElement("textarea");
-      input.rows = 4;
-    } else if (kind === "choice") {
-      input = document.createElement("select");
-      for (const choice of spec.choices) input.append(new Option(choice, choice));
-    } else {
-      input = document.createElement("input");
-      input.type = kind === "bool" ? "checkbox" : kind === "text" ? "text" : "number";
-    }
-    input.id = id;
-    input.name = key;
-    input.dataset.kind = kind;
-    if (kind === "int" || kind === "float") {
-      input.inputMode = kind === "int" ? "numeric" : "decimal";
-      if (spec.min !== undefined) input.min = spec.min;
-      if (spec.above !== undefined) input.dataset.above = spec.above;
-      if (spec.max !== undefined) input.max = spec.max;
-      // Spinner steps follow the spec, but typed values are checked against the range, not the step.
-      input.step = spec.step ?? (kind === "int" ? 1 : "any");
-    }
-    // The counter, not the browser, stops an over-long text: a paste is kept whole and the error says so.
-    if (spec.maxLength !== undefined) input.dataset.maxLength = spec.maxLength;
-
-    const described = [];
-    const head = document.createElement("div");
-    head.className = "field-head";
-    head.append(label);
-    const limit = spec.maxLength !== undefined ? "counter" : rangeText(spec) ? "range" : null;
-    if (limit) {
-      const small = document.createElement("small");
-      small.className = `field-limit field-${limit}`;
-      small.id = `${id}-${limit}`;
-      small.textContent = limit === "range" ? rangeText(spec) : "";
-      head.append(small);
-      described.push(small.id);
-    }
-
-    if (kind === "bool") {
-      row.append(input, label);
-    } else if (spec.unit) {
-      const wrap = document.createElement("div");
-      wrap.className = "with-unit";
-      const unit = document.createElement("span");
-      unit.className = "unit";
-      unit.textContent = spec.unit;
-      wrap.append(input, unit);
-      row.append(head, wrap);
-    } else {
-      row.append(head, input);
-    }
-    const error = document.createElement("p");
-    error.className = "field-error";
-    error.id = `${id}-error`;
-    error.setAttribute("role", "alert");
-    error.hidden = true;
-    row.append(error);
-    described.push(error.id);
-    if (spec.hint) {
-      const hint = document.createElement("small");
-      hint.className = "hint";
-      hint.id = `${id}-hint`;
-      hint.textContent = spec.hint;
-      row.append(hint);
-      described.push(hint.id);
-    }
-    input.setAttribute("aria-describedby", described.join(" "));
-    return row;
   }
 
   /**
@@ -388,24 +265,7 @@ export class SettingsPane {
 
   /** What is wrong with `value` for `input`, in the field's own words; null when nothing is. */
   problem(input, value) {
-    const label = this.label(input);
-    const spec = FIELDS[input.name] ?? {};
-    const kind = input.dataset.kind;
-    if (value === undefined) return `${label} must be a ${kind === "int" ? "whole " : ""}number.`;
-    if (kind === "int" || kind === "float") {
-      const low = spec.above !== undefined ? value <= spec.above : spec.min !== undefined && value < spec.min;
-      const high = spec.max !== undefined && value > spec.max;
-      if (low || high) {
-        const range = rangeText(spec);
-        return spec.above !== undefined ? `${label} must be ${range.replace(", up to", " and at most")}.`
-          : `${label} must be from ${range}.`;
-      }
-    }
-    if (spec.maxLength !== undefined && value.length > spec.maxLength) {
-      return `${label} must be at most ${number.format(spec.maxLength)} characters; it has ` +
-        `${number.format(value.length)}.`;
-    }
-    return null;
+    return problemWith(this.spec(input.name), value);
   }
 
   /** The input's value as the setting's type; undefined when it is not a number where one is needed. */
