@@ -86,6 +86,19 @@ export function adviceText(advice, block) {
     : "Block 2 is the smallest there is.";
 }
 
+const oneDecimal = new Intl.NumberFormat("en-US", { maximumFractionDigits: 1 });
+
+/**
+ * Why drafting loses on this machine, where the engine measured it at load (`quantized_verify_ratio`: a
+ * 4-row quantized product's time over a one-row product's, on a CPU): verifying costs several steps, so
+ * the drafts kept must pay for it. "" where the engine does not say (older engines, GPUs, full precision).
+ */
+export function costText(engine) {
+  const ratio = engine?.quantized_verify_ratio;
+  if (typeof ratio !== "number" || !Number.isFinite(ratio)) return "";
+  return `Quantized products are slow on a CPU: verifying 4 tokens costs ${oneDecimal.format(ratio)}× one step here.`;
+}
+
 export class Baseline {
   constructor() {
     this.key = null;

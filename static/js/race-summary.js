@@ -2,7 +2,7 @@
 // and TTFT (median, min-max), acceptance, whether both lanes wrote the same answer, and whether the
 // machine was busy meanwhile.
 
-import { adviceText, adviseBlock } from "@app/baseline.js";
+import { adviceText, adviseBlock, costText } from "@app/baseline.js";
 import { busyText } from "@app/busy.js";
 import { element } from "@app/dom.js";
 import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs, spreadInSeconds } from "@app/format.js";
@@ -51,7 +51,7 @@ function marginWords(margin) {
 }
 
 /** Render `raceDone` (the `race_done` frame) into `el`. */
-export function renderRaceSummary(el, raceDone) {
+export function renderRaceSummary(el, raceDone, engine = null) {
   const { off = {}, on = {}, speedup, runs } = raceDone;
   const children = [];
 
@@ -84,7 +84,8 @@ export function renderRaceSummary(el, raceDone) {
     const advice = adviseBlock({ block, on: on.tok_s?.median, off: off.tok_s?.median,
       byDepth: on.acceptance_by_depth ?? on.stats?.acceptance_by_depth });
     children.push(element("p", "note note-slow-draft",
-      `Drafting is not paying off here at block ${block}. ${adviceText(advice, block)}`));
+      [`Drafting is not paying off here at block ${block}.`, adviceText(advice, block), costText(engine)]
+        .filter(Boolean).join(" ")));
   }
 
   const table = element("table", "race-table");

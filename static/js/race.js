@@ -284,7 +284,7 @@ export class RaceView {
     } else if (reason === "cancelled") {
       this.addNote("cancelled", "Stopped: the numbers above cover the runs that finished.");
     }
-    if (frame.off || frame.on || frame.speedup) renderRaceSummary(this.summaryEl, frame);
+    if (frame.off || frame.on || frame.speedup) renderRaceSummary(this.summaryEl, frame, this.context().engine);
     const pairs = frame.runs ?? this.runs;
     this.setStatus(reason === "cancelled" ? "Stopped" : `Done · ${pairs} ${pairs === 1 ? "run" : "runs"} each way`);
     this.renderActions();

@@ -25,7 +25,7 @@ export class SettingsPane {
     this.sent = []; // keys of the change awaiting its echo
     this.awaitingEcho = false;
     this.statusTimer = 0;
-    this.drafterNote = null;
+    this.notes = new Map(); // setting key -> the engine's note shown under its field
     form.addEventListener("submit", (event) => event.preventDefault());
     form.addEventListener("change", (event) => this.commit(event.target));
     // Typing pauses commit too, so a value applies without leaving the field; a half-typed
@@ -44,23 +44,36 @@ export class SettingsPane {
    * null hides it.
    */
   setDrafterNote(note) {
-    this.drafterNote = note ?? null;
-    this.showDrafterNote();
+    this.setNote("speculative", note);
   }
 
-  showDrafterNote() {
-    const input = this.input("speculative");
+  /**
+   * Why this model does not run on specchat's own loop (the engine's `decode_loop_reason`), shown under
+   * "Decode loop"; null hides it, as does an engine that does not say.
+   */
+  setLoopNote(note) {
+    this.setNote("decode_loop", note);
+  }
+
+  setNote(key, note) {
+    this.notes.set(key, note ?? null);
+    this.showNote(key);
+  }
+
+  showNote(key) {
+    const input = this.input(key);
     if (!input) return;
-    let note = document.getElementById("setting-speculative-note");
+    const text = this.notes.get(key) ?? null;
+    let note = document.getElementById(`setting-${key}-note`);
     if (!note) {
       note = document.createElement("p");
-      note.id = "setting-speculative-note";
-      note.className = "hint drafter-note"; // laid out as the field's hint is
+      note.id = `setting-${key}-note`;
+      note.className = "hint setting-note"; // laid out as the field's hint is
       input.closest(".field").append(note);
       input.setAttribute("aria-describedby", `${input.getAttribute("aria-describedby")} ${note.id}`);
     }
-    note.textContent = this.drafterNote ?? "";
-    note.hidden = !this.drafterNote;
+    note.textContent = text ?? "";
+    note.hidden = !text;
   }
 
   /** Enable or disable editing, e.g. while the socket is down. */
@@ -193,7 +206,7 @@ export class SettingsPane {
     this.form.replaceChildren(fieldset);
     this.held.clear();
     this.fill(values);
-    this.showDrafterNote();
+    for (const key of this.notes.keys()) this.showNote(key);
   }
 
   /**
