@@ -1,12 +1,13 @@
 // Wires the socket's frames (protocol v1) to the views, and the views' actions back to the socket.
-// The URL names the open conversation (`/?c=ID`), so a reload or a bookmark opens it again.
 
 import { conversationPath, request } from "@app/api.js";
-import { adviceText, adviseBlock, Baseline } from "@app/baseline.js";
+import { adviceText, adviseBlock, Baseline, costText } from "@app/baseline.js";
 import { busyText } from "@app/busy.js";
+import { Calibration } from "@app/calibration.js";
 import { Composer } from "@app/composer.js";
 import { Conversation } from "@app/conversation.js";
 import { bindTintToggle } from "@app/drafted-tint.js";
+import { Drawers } from "@app/drawers.js";
 import { EnginePanel } from "@app/engine.js";
 import { EnginePicker } from "@app/engine-picker.js";
 import { Examples } from "@app/examples.js";
@@ -14,6 +15,7 @@ import { formatBytes, formatCount, formatRate } from "@app/format.js";
 import { History } from "@app/history.js";
 import { QuickBar } from "@app/quick-bar.js";
 import { RaceView } from "@app/race.js";
+import { idFromUrl, showInUrl } from "@app/routing.js";
 import { SettingsPane } from "@app/settings.js";
 import { Connection, socketUrl } from "@app/socket.js";
 import { SWEEP_BLOCKS, SweepView } from "@app/sweep.js";
@@ -35,7 +37,6 @@ let conversationId = idFromUrl();
 let needDraw = conversationId !== null; // the next hello opens a conversation to draw from the store
 const tree = new Tree(); // the open conversation as stored (refetched after each reply)
 let leaf = null; // the last message of the branch on screen: a chat without `parent` follows it
-let calibrating = false; // the drafter-off speed is being measured
 let drawToken = 0;
 let held = null; // frames that arrive while a stored conversation is being drawn
 let wasLocked = null;
@@ -49,9 +50,7 @@ const newChatButton = $("#new-chat");
 const resetCacheButton = $("#reset-cache");
 const deepResetField = $("#deep-reset-field");
 const deepReset = $("#deep-reset");
-const baselineStatus = $("#baseline-status");
 const calibrateButton = $("#calibrate");
-const calibrateError = $("#calibrate-error");
 
 const conversation = new Conversation($("#log"), $("#jump"), {
   onResend: (text) => composer.insert(text),
@@ -102,6 +101,9 @@ const composer = new Composer({
   onSweep: startSweep,
   onStop: stopReply,
 });
+const calibration = new Calibration({
+  baseline, button: calibrateButton, status: $("#baseline-status"), error: $("#calibrate-error"), onChange: refresh,
+});
 bindTintToggle($("#tint-drafted"), $("#tint-drafted-hint"));
 // The model's example prompts sit in the empty state, so they go once the conversation has a message.
 const examples = new Examples($("#examples"), { onPick: (text) => !locked() && !blockedReason() && sendChat(text) });
@@ -115,20 +117,9 @@ function rememberConversation(id) {
   conversationId = id ?? null;
 }
 
-function idFromUrl() {
-  return new URLSearchParams(location.search).get("c");
-}
-
-/** Name conversation `id` in the address bar (`push`: as a new history entry). */
-function showInUrl(id, push = false) {
-  const url = id ? `/?c=${encodeURIComponent(id)}` : "/";
-  if (location.pathname + location.search === url) return;
-  window.history[push ? "pushState" : "replaceState"](null, "", url);
-}
-
 /** Open stored conversation `id` in this tab: a new socket names it, and the hello draws it. */
 function openConversation(id, push = true) {
-  closeOverlays();
+  drawers.closeOverlays();
   if (id === conversationId && !needDraw) return;
   drawToken += 1;
   held = null;
@@ -174,14 +165,16 @@ async function drawStored(id) {
 /** Fetch the open conversation's tree again (new branches, what produced each reply) and the list. */
 async function syncTree() {
   const id = conversationId;
+  let data = null;
   try {
-    const data = await request(conversationPath(id));
-    if (id === conversationId) {
-      tree.load(data);
-      conversation.update(tree, locked());
-    }
-  } catch {
-    // Not stored (a reply refused before it started); nothing to update.
+    data = await request(conversationPath(id));
+  } catch (error) {
+    // 404: not stored (a reply refused before it started), nothing to update; anything else is said here.
+    if (error.status !== 404) conversation.note(`This conversation could not be refreshed: ${error.message}`);
+  }
+  if (data && id === conversationId) {
+    tree.load(data);
+    conversation.update(tree, locked());
   }
   history.refresh();
 }
@@ -266,7 +259,7 @@ function raceView(id, text, runs) {
     context: () => ({ engine: engineInfo, settings: settingsValues }),
     onFinished: (raceDone) => {
       baseline.fromRace(raceDone);
-      baselineStatus.textContent = baseline.describe();
+      calibration.describe();
     },
   });
 }
@@ -315,7 +308,7 @@ function judgeReply(stats) {
     `Drafting is not paying off: ${formatRate(verdict.on)} tok/s with the drafter, ` +
     `${formatRate(verdict.off)} tok/s without it (${source}): slower by more than the ` +
     `${Math.round(verdict.noise * 100)}% two measurements of one speed can differ by. ${adviceText(advice, block)}` +
-    (verdict.busy ? ` ${busyText(verdict.busy)}` : "");
+    (costText(engineInfo) ? ` ${costText(engineInfo)}` : "") + (verdict.busy ? ` ${busyText(verdict.busy)}` : "");
   const action = advice.block > 1
     ? { label: `Use block ${advice.block}`, run: () => applyBlock(advice.block) }
     : { label: "Turn the drafter off", run: () => applyBlock(1) };
@@ -347,12 +340,22 @@ function blockedReason() {
   return null;
 }
 
+/** Why this model does not run on specchat's own loop, where the engine says (older engines do not). */
+function loopNote(engine) {
+  const reason = engine?.decode_loop_reason;
+  if (!reason) return null;
+  const other = engine.decode_loop && engine.decode_loop !== "specchat";
+  const loop = other ? `${engine.decode_loop}'s loop` : "another loop";
+  return `Runs on ${loop}, not specchat's own: ${reason}.`;
+}
+
 /** Enable what can be done now, and say why sending cannot when it cannot. */
 function refresh() {
   const blocked = blockedReason();
   const noDrafter = engineInfo?.drafter_note ?? null;
   composer.set({ streaming: current !== null, blocked, noDrafter });
   settings.setDrafterNote(noDrafter);
+  settings.setLoopNote(loopNote(engineInfo));
   examples.setEnabled(current === null && !blocked);
   if (locked() !== wasLocked) {
     wasLocked = locked();
@@ -365,7 +368,7 @@ function refresh() {
   quickBar.setEnabled(connected);
   newChatButton.disabled = !connected;
   resetCacheButton.disabled = !connected;
-  calibrateButton.disabled = !connected || current !== null || Boolean(blocked) || calibrating;
+  calibrateButton.disabled = !connected || current !== null || Boolean(blocked) || calibration.running;
 }
 
 function showBanner(text) {
@@ -512,7 +515,7 @@ const handlers = {
     turn.done(frame);
     settle(turn);
     syncTree();
-    if (baseline.needsCalibration(turn.stats)) measureBaseline(true).then((measured) => measured && turn.judgeSpeed());
+    if (baseline.needsCalibration(turn.stats)) calibration.measure(true).then((measured) => measured && turn.judgeSpeed());
   },
   race_done: finishItem,
   sweep_done(frame) {
@@ -584,41 +587,12 @@ function learnBaseline(frame) {
   baseline.setEngine(frame.engine);
   const value = frame.baseline ?? frame.engine?.baseline;
   if (value != null) baseline.fromServer(value);
-  baselineStatus.textContent = baseline.describe();
+  calibration.describe();
 }
-
-/**
- * Measure this model's drafter-off speed: from the button, or (`auto`) after its first drafter-on
- * reply here when no speed is known yet. A message sent meanwhile goes first and ends the
- * measurement: the button's says so, an automatic one is taken again after a later reply.
- * Returns whether it worked.
- */
-async function measureBaseline(auto = false) {
-  calibrating = true;
-  calibrateError.hidden = true;
-  baselineStatus.textContent = "Measuring the drafter-off speed…";
-  refresh();
-  try {
-    await baseline.calibrate();
-    return true;
-  } catch (error) {
-    if (!(auto && error.gaveWay)) {
-      calibrateError.textContent = error.message;
-      calibrateError.hidden = false;
-    }
-    return false;
-  } finally {
-    calibrating = false;
-    baselineStatus.textContent = baseline.describe();
-    refresh();
-  }
-}
-
-calibrateButton.addEventListener("click", () => measureBaseline());
 
 /** A new conversation in this tab; the one it leaves stays stored. */
 function startNewChat() {
-  closeOverlays();
+  drawers.closeOverlays();
   if (current) connection.send({ type: "stop", id: current.id });
   if (!connection.send({ type: "new_chat" })) return;
   current = null;
@@ -649,62 +623,16 @@ resetCacheButton.addEventListener("click", resetCache);
 reconnectButton.addEventListener("click", () => connection.retryNow());
 banner.querySelector(".banner-close").addEventListener("click", () => (banner.hidden = true));
 
-// The conversation list and the settings pane sit beside the chat on wide screens and are drawers over it
-// on narrow ones, where they start closed and close with Escape or a tap outside.
-const scrim = $("#scrim");
-const panes = {
+const drawers = new Drawers($("#scrim"), {
   history: { toggle: $("#history-toggle"), el: $("#history"), narrow: matchMedia("(max-width: 1100px)") },
   settings: { toggle: $("#settings-toggle"), el: $("#settings-panel"), narrow: matchMedia("(max-width: 960px)") },
-};
-
-function isOpen(name) {
-  return document.body.dataset[name] === "open";
-}
-
-function showPane(name, open) {
-  const pane = panes[name];
-  document.body.dataset[name] = open ? "open" : "closed";
-  pane.toggle.setAttribute("aria-expanded", String(open));
-  if (open && pane.narrow.matches) {
-    // One drawer at a time; focus goes into it, and back to its button when it closes.
-    for (const other of Object.keys(panes)) if (other !== name && isOpen(other) && panes[other].narrow.matches) showPane(other, false);
-    pane.el.querySelector("input, select, textarea, button:not([disabled]), a[href]")?.focus();
-  }
-  scrim.hidden = !Object.keys(panes).some((key) => isOpen(key) && panes[key].narrow.matches);
-}
-
-/** Close the drawers open over the chat; true when there was one. */
-function closeOverlays() {
-  let closed = false;
-  for (const [name, pane] of Object.entries(panes)) {
-    if (isOpen(name) && pane.narrow.matches) {
-      const focusInside = pane.el.contains(document.activeElement);
-      showPane(name, false);
-      if (focusInside) pane.toggle.focus();
-      closed = true;
-    }
-  }
-  return closed;
-}
-
-for (const [name, pane] of Object.entries(panes)) {
-  pane.toggle.addEventListener("click", () => showPane(name, !isOpen(name)));
-  pane.narrow.addEventListener("change", () => showPane(name, !pane.narrow.matches));
-  showPane(name, !pane.narrow.matches);
-}
-scrim.addEventListener("click", closeOverlays);
-for (const button of document.querySelectorAll(".drawer-close")) {
-  button.addEventListener("click", () => {
-    showPane(button.dataset.pane, false);
-    panes[button.dataset.pane].toggle.focus();
-  });
-}
+});
 
 // Escape closes a drawer, else stops the reply, wherever focus is (fields that use Escape themselves,
 // like a title being renamed, take it first).
 document.addEventListener("keydown", (event) => {
   if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
-  if (closeOverlays()) {
+  if (drawers.closeOverlays()) {
     event.preventDefault();
   } else if (current) {
     event.preventDefault();
