@@ -2,6 +2,7 @@
 // It comes from the server (its calibration) or from the last race here, per engine and model, with
 // what judging a reply by it needs: its runs' spread and the context it was measured at.
 
+import { busyText } from "@app/busy.js";
 import { formatRate } from "@app/format.js";
 import { loadPref, savePref } from "@app/prefs.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
@@ -97,6 +98,26 @@ export function costText(engine) {
   const ratio = engine?.quantized_verify_ratio;
   if (typeof ratio !== "number" || !Number.isFinite(ratio)) return "";
   return `Quantized products are slow on a CPU: verifying 4 tokens costs ${oneDecimal.format(ratio)}× one step here.`;
+}
+
+/**
+ * A finished reply's not-paying-off notice: {text, block} when `baseline` judges its drafter-on rate below
+ * the drafter-off one beyond the noise (`block`: the size the advice names, 1 for the drafter off), else null.
+ * `blockSize` is the block the reply ran at, `engine` the engine's info (what verifying costs, where known).
+ */
+export function slowReplyNotice(baseline, stats, blockSize, engine) {
+  const verdict = baseline.judge(stats);
+  if (!verdict) return null;
+  const source = verdict.source === "race" ? "measured by the last race" : "measured on this machine";
+  const advice = adviseBlock({ block: blockSize, on: verdict.on, off: verdict.off, byDepth: stats.acceptance_by_depth,
+    sweep: baseline.sweep });
+  const text =
+    `Drafting is not paying off: ${formatRate(verdict.on)} tok/s with the drafter, ` +
+    `${formatRate(verdict.off)} tok/s without it (${source}): slower by more than the ` +
+    `${Math.round(verdict.noise * 100)}% two measurements of one speed can differ by. ` +
+    adviceText(advice, blockSize) +
+    (costText(engine) ? ` ${costText(engine)}` : "") + (verdict.busy ? ` ${busyText(verdict.busy)}` : "");
+  return { text, block: advice.block };
 }
 
 export class Baseline {
