@@ -54,6 +54,9 @@ class EngineHost:
         self.store = store or Store(None)
         self.conversations = Conversations(lambda: self.engine, self.store)
         self._lock = threading.Lock()
+        # Held from a settings change to its broadcast: crossing changes reach the engine and the tabs in the
+        # order they were applied, so both end with the settings held.
+        self._settings_lock = threading.Lock()
         self._loads: list[threading.Thread] = []  # loads and hand-overs, for shut_down to wait on
         self._closing = False
         self._watch(engine)
@@ -165,10 +168,11 @@ class EngineHost:
             session.send(frame)
 
     def update_settings(self, values: dict) -> dict:
-        options = self.settings.update(values)
-        self.engine.prepare(options)
-        full = options.model_dump()
-        self.broadcast({"type": "settings", "values": full})
+        with self._settings_lock:
+            options = self.settings.update(values)
+            self.engine.prepare(options)
+            full = options.model_dump()
+            self.broadcast({"type": "settings", "values": full})
         return full
 
     def close(self) -> None:
