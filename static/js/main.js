@@ -1,6 +1,6 @@
 // Wires the socket's frames (protocol v1) to the views, and the views' actions back to the socket.
 
-import { conversationPath, request } from "@app/api.js";
+import { request } from "@app/api.js";
 import { pageActions } from "@app/actions.js";
 import { Baseline } from "@app/baseline.js";
 import { Calibration } from "@app/calibration.js";
@@ -17,6 +17,7 @@ import { History } from "@app/history.js";
 import { QuickBar } from "@app/quick-bar.js";
 import { idFromUrl, showInUrl } from "@app/routing.js";
 import { SettingsPane } from "@app/settings.js";
+import { storedConversation } from "@app/stored.js";
 import { Connection, socketUrl } from "@app/socket.js";
 import { Tree } from "@app/tree.js";
 
@@ -118,6 +119,9 @@ const connection = new Connection(() => socketUrl(app.conversationId), {
   onMalformed: () => showBanner("The server sent a message this page could not read; it was ignored."),
 });
 
+const { drawStored, syncTree } = storedConversation(app, {
+  conversation, history, tree, locked, refresh, handle: (frame) => handlers[frame.type]?.(frame),
+});
 const actions = pageActions(app, {
   baseline, calibration, composer, connection, conversation, tree, blockedReason, refresh,
 });
@@ -148,49 +152,6 @@ function openConversation(id, push = true) {
   history.render();
   refresh();
   connection.reopen();
-}
-
-/** Draw the stored conversation `id`, holding the socket's frames (a reply in flight) until it is drawn. */
-async function drawStored(id) {
-  const token = ++app.drawToken;
-  app.held ??= [];
-  let data = null;
-  let failure = null;
-  try {
-    data = await request(conversationPath(id));
-  } catch (error) {
-    // 404: not stored yet (no message sent), or deleted meanwhile: an empty conversation.
-    if (error.status !== 404) failure = error;
-  }
-  if (token !== app.drawToken) return;
-  const frames = app.held;
-  app.held = null;
-  if (data) {
-    tree.load(data);
-    app.leaf = data.current;
-    conversation.showBranch(tree);
-  }
-  if (failure) conversation.note(`This conversation could not be loaded: ${failure.message}`);
-  for (const frame of frames) handlers[frame.type]?.(frame);
-  history.render();
-  refresh();
-}
-
-/** Fetch the open conversation's tree again (new branches, what produced each reply) and the list. */
-async function syncTree() {
-  const id = app.conversationId;
-  let data = null;
-  try {
-    data = await request(conversationPath(id));
-  } catch (error) {
-    // 404: not stored (a reply refused before it started), nothing to update; anything else is said here.
-    if (error.status !== 404) conversation.note(`This conversation could not be refreshed: ${error.message}`);
-  }
-  if (data && id === app.conversationId) {
-    tree.load(data);
-    conversation.update(tree, locked());
-  }
-  history.refresh();
 }
 
 function locked() {
