@@ -95,3 +95,13 @@ def test_a_chat_replys_stats_say_how_busy_the_machine_was(fake_server):
             busy = ws.chat("busy")[0]["stats"]["busy"]
     assert busy["flagged"] is True and busy["percent"] >= quiet["percent"] - 5
     assert quiet["flagged"] is (quiet["percent"] > THRESHOLD * 100)
+
+
+def test_a_calibration_on_a_busy_machine_says_so_in_its_baseline(fake_server):
+    quiet = requests.post(fake_server.url + "/api/calibrate").json()["baseline"]
+    with burners():
+        busy = requests.post(fake_server.url + "/api/calibrate").json()["baseline"]
+    assert quiet["source"] == busy["source"] == "calibration"
+    assert busy["busy"]["flagged"] is True and busy["busy"]["percent"] >= quiet["busy"]["percent"] - 5
+    assert quiet["busy"]["flagged"] is (quiet["busy"]["percent"] > THRESHOLD * 100)
+    assert requests.get(fake_server.url + "/api/baseline").json()["baseline"]["busy"] == busy["busy"]

@@ -14,6 +14,7 @@ from engines import Engine, EngineError, EngineInfo
 from engines.registry import NAMES, EngineSpec, TabPolicy
 
 from .baseline import Baselines, calibrate
+from .busy import CpuWatch
 from .conversation import Conversations
 from .errors import ClientError, describe_validation
 from .lanes import Relay
@@ -82,7 +83,9 @@ class EngineHost:
         cancel = self._calibration = Relay()
         try:
             try:
+                watch = CpuWatch()  # a calibration on a busy machine is flagged as a race's drafter-off lane is
                 result = calibrate(self.engine, self.settings.current, cancel)
+                busy = watch.result()
             except EngineError as exc:
                 raise ClientError(exc.code, exc.message, 409) from None
         finally:
@@ -95,7 +98,7 @@ class EngineHost:
         if result.stats.get("tok_s") is None:
             raise ClientError("too_short", "The calibration reply was too short to time: try again.", 409)
         baseline = self.baselines.put(self.engine.info(), result.stats["tok_s"], "calibration",
-                                      prompt_tokens=result.stats.get("prompt_tokens"))
+                                      prompt_tokens=result.stats.get("prompt_tokens"), busy=busy)
         self.broadcast(self.engine_frame())
         return baseline
 
