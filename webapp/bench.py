@@ -42,10 +42,29 @@ def blocks(text: str) -> list[int]:
     return values
 
 
-def runs(text: str) -> int:
+def runs(text: str) -> int | str:
+    if text == "auto":
+        return text
     if not text.isdigit() or not 1 <= int(text) <= 99:
-        raise argparse.ArgumentTypeError(f"{text!r}: use 1 to 99 runs")
+        raise argparse.ArgumentTypeError(f"{text!r}: use 1 to 99 runs, or auto")
     return int(text)
+
+
+def enough_runs(lanes, loops: list[str]):
+    """For --runs auto: whether, on every loop, each drafting block's pairs with block 1 settle its speed-up
+    (a verdict, or an interval within ±10% of the median: pairs.py), as a race's runs "auto" does."""
+    from .lanes import tally
+    from .pairs import settled
+
+    def enough(results) -> bool:
+        for loop in loops:
+            mine = [lane for lane in lanes if lane.tag["loop"] == loop]
+            baseline = next(lane for lane in mine if lane.key == 1)
+            if not all(settled(tally(results, lane, baseline).ratios) for lane in mine if lane is not baseline):
+                return False
+        return True
+
+    return enough
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -60,7 +79,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--prompt", action="append", default=[], help="a prompt (repeat for more)")
     parser.add_argument("--prompts", type=Path, help="a file of prompts, one per line")
     parser.add_argument("--blocks", type=blocks, default=[1, 2, 3, 4], help="draft blocks to run (default 1,2,3,4)")
-    parser.add_argument("--runs", type=runs, default=5, help="runs of every block and prompt (default 5)")
+    parser.add_argument("--runs", type=runs, default=5, help="runs of every block and prompt, 1-99 (default 5); "
+                        "auto adds runs, up to 9, until each block's speed-up is settled")
     parser.add_argument("--max-tokens", type=int, default=256, help="most answer tokens per reply (default 256)")
     parser.add_argument("--budget", type=int, default=512, help="most thinking tokens per reply; 0 turns thinking "
                         "off (default 512, as the app)")
@@ -172,6 +192,7 @@ def run(args: argparse.Namespace, options) -> int:
     from .busy import CpuWatch, describe
     from .lanes import LaneReply, Rehearsal, Relay, WarmUp, run_lanes, schedule, tally
     from .machine import machine, versions
+    from .pairs import AUTO_MAX_PAIRS
 
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
                       api_key=os.environ.get("SPECCHAT_API_KEY"))
@@ -192,7 +213,8 @@ def run(args: argparse.Namespace, options) -> int:
             return 2
         loops = ["specchat", "mlx-vlm"] if args.loop == "both" else [args.loop]
         lanes = [loop_lane(block, options, loop) for loop in loops for block in args.blocks]
-        order = schedule(lanes, args.runs, len(args.prompt))
+        planned = AUTO_MAX_PAIRS if args.runs == "auto" else args.runs
+        order = schedule(lanes, planned, len(args.prompt))
         replies = [WarmUp(engine, "bench", lanes[0], 0, prompt, [Message("user", text)])
                    for prompt, text in enumerate(args.prompt)]
         replies += [Rehearsal(engine, "bench", lane, -1, prompt, [Message("user", text)])
@@ -200,8 +222,12 @@ def run(args: argparse.Namespace, options) -> int:
         replies += [LaneReply(engine, "bench", lane, run, prompt, [Message("user", args.prompt[prompt])])
                     for run, prompt, lane in order]
         watch = CpuWatch()
-        results = run_lanes(replies, cancel, Progress(len(order), args.runs, len(args.prompt)).frame)
+        progress = Progress(len(order), planned, len(args.prompt))
+        enough = enough_runs(lanes, loops) if args.runs == "auto" else lambda results: False
+        results = run_lanes(replies, cancel, progress.frame, enough)
         busy = watch.result()
+        if 0 < progress.done < progress.total:  # stopped early (settled or failed): end the bar's line
+            sys.stderr.write("\n")
     except KeyboardInterrupt:
         cancel.set()
         print("\nspecchat bench: interrupted", file=sys.stderr)
@@ -213,7 +239,9 @@ def run(args: argparse.Namespace, options) -> int:
         print(f"\nspecchat bench: block {failed.lane.key}, run {failed.run + 1} failed: {failed.error['message']}",
               file=sys.stderr)
         return 1
-    print(f"{info.name} · {info.model} · drafter {info.drafter or 'none'} · {args.runs} runs × "
+    runs_done = max((r.run for r in results), default=-1) + 1
+    runs_said = f"{runs_done} runs (auto)" if args.runs == "auto" else f"{runs_done} runs"
+    print(f"{info.name} · {info.model} · drafter {info.drafter or 'none'} · {runs_said} × "
           f"{len(args.prompt)} prompt(s) · max {options.max_tokens} tokens · budget {options.reasoning_budget}")
     warning = describe(busy)
     if warning:
@@ -241,7 +269,8 @@ def run(args: argparse.Namespace, options) -> int:
                         f"{'' if c['identical'] else ' (output differs)'}" for c in comparison))
     if args.json_out is not None:
         report = {"machine": machine(), "versions": versions(), "engine": info.name, "model": info.model,
-                  "drafter": info.drafter, "runs": args.runs, "prompts": args.prompt,
+                  "drafter": info.drafter, "runs": runs_done, "runs_auto": args.runs == "auto",
+                  "prompts": args.prompt,
                   "options": options.model_dump(include={"max_tokens", "reasoning_budget", "temperature", "top_p"}),
                   "rows": rows, "busy": busy}
         if comparison:
