@@ -2,12 +2,12 @@
 // side: each pair's second lane streams live beside a recording of its first, played at the pace it arrived,
 // so both grow together. Then the summary, a replay of both lanes' median runs, and the receipt.
 
+import { ContestCard } from "@app/contest-card.js";
 import { element } from "@app/dom.js";
-import { schedule } from "@app/render.js";
 import { RaceLane } from "@app/race-lane.js";
 import { RaceReplay, Recording } from "@app/race-replay.js";
 import { renderRaceSummary } from "@app/race-summary.js";
-import { canvasToPng, cardFacts, downloadBlob, drawReceiptCard, fetchReceipt, receiptUrl } from "@app/receipt.js";
+import { canvasToPng, cardFacts, downloadBlob, drawReceiptCard, fetchReceipt } from "@app/receipt.js";
 
 const LANES = ["off", "on"];
 const LANE_NAMES = { off: "drafter off", on: "drafter on" };
@@ -37,7 +37,7 @@ function medianRun(runs) {
   return finished.length ? sorted[Math.floor((sorted.length - 1) / 2)] : pool[pool.length - 1];
 }
 
-export class RaceView {
+export class RaceView extends ContestCard {
   /**
    * @param {string} id the race id
    * @param {string} prompt
@@ -46,30 +46,18 @@ export class RaceView {
    *   the engine and settings the receipt card falls back on.
    */
   constructor(id, prompt, runs, { context, onFinished }) {
-    this.id = id;
+    super(id, { className: "race", label: "Race: drafter off vs on", title: "Race · drafter off vs on", noun: "race",
+      live: true });
     this.prompt = prompt;
     this.runs = runs;
     this.context = context;
     this.onFinished = onFinished;
-    this.el = element("article", "msg race");
-    this.el.dataset.id = id;
-    this.el.dataset.state = "waiting";
-    this.el.setAttribute("aria-label", "Race: drafter off vs on");
-
-    const head = element("header", "race-head");
-    this.statusEl = element("span", "race-status", "Waiting for the model…");
-    this.statusEl.setAttribute("aria-live", "polite");
-    head.append(element("span", "race-title", "Race · drafter off vs on"), this.statusEl);
     this.lanes = { off: new RaceLane("off"), on: new RaceLane("on") };
-    const lanes = element("div", "race-lanes");
-    lanes.append(this.lanes.off.el, this.lanes.on.el);
-    this.lanesEl = lanes;
+    this.lanesEl = element("div", "race-lanes");
+    this.lanesEl.append(this.lanes.off.el, this.lanes.on.el);
     this.summaryEl = element("div", "race-summary");
     this.summaryEl.hidden = true;
-    this.notesEl = element("div", "notes");
-    this.actionsEl = element("div", "msg-actions race-actions");
-    this.actionsEl.hidden = true;
-    this.el.append(head, lanes, this.summaryEl, this.notesEl, this.actionsEl);
+    this.body(this.lanesEl, this.summaryEl);
 
     this.record = { off: [], on: [] }; // per lane, per run: a RecordedRun (see race-replay.js)
     this.shown = { off: null, on: null }; // the recorded run each lane shows, if any
@@ -78,8 +66,6 @@ export class RaceView {
     this.recordingClock = null; // the live run whose clock the recording follows
     this.result = null;
     this.replay = null;
-    this.notes = [];
-    this.statusText = this.statusEl.textContent;
     this.ticking = false;
     this.lanes.off.idle("waits for its turn");
     this.lanes.on.idle("waits for its turn");
@@ -88,16 +74,6 @@ export class RaceView {
   /** Whether the race may still receive frames: not once `race_done` came, even while its recording plays out. */
   get active() {
     return this.result === null && ["waiting", "racing", "stopping"].includes(this.el.dataset.state);
-  }
-
-  stopping() {
-    this.el.dataset.state = "stopping";
-    this.setStatus("Stopping…");
-  }
-
-  setStatus(text) {
-    this.statusText = text;
-    schedule(this);
   }
 
   runOf(frame) {
@@ -319,27 +295,18 @@ export class RaceView {
   /** An `error` frame for this race; before any lane started it means the race was refused. */
   fail(code, message) {
     if (this.el.dataset.state === "waiting") {
-      this.el.dataset.state = "failed";
       this.el.dataset.finish = "error";
-      this.setStatus("Not run");
       this.lanes.off.idle("");
       this.lanes.on.idle("");
     }
-    this.addNote("error", `Error: ${message}`, code);
+    super.fail(code, message);
   }
 
   /** The connection dropped mid-race. */
   interrupt() {
-    this.el.dataset.state = "interrupted";
     this.currentLane = null;
     this.endRecording();
-    this.addNote("interrupted", "Interrupted: the connection dropped before the race finished.");
-    this.setStatus("Interrupted");
-  }
-
-  addNote(kind, text, code) {
-    this.notes.push({ kind, text, code });
-    schedule(this);
+    super.interrupt();
   }
 
   renderActions() {
@@ -352,16 +319,8 @@ export class RaceView {
     if (this.result && this.el.dataset.finish !== "error" && this.result.speedup) {
       this.receiptButton = button("Receipt", "Save receipt", () => this.saveReceipt());
       this.receiptButton.title = "Save this race's receipt as a PNG card";
-      const markdown = element("a", "link-button", "Markdown");
-      markdown.href = receiptUrl(this.id, "markdown", this.result.receipt);
-      markdown.target = "_blank";
-      markdown.rel = "noopener";
-      markdown.setAttribute("aria-label", "Open receipt as Markdown");
-      const json = element("a", "link-button", "JSON");
-      json.href = receiptUrl(this.id, "json", this.result.receipt);
-      json.download = `specchat-race-${this.id}.json`;
-      json.setAttribute("aria-label", "Download receipt as JSON");
-      buttons.push(this.receiptButton, markdown, json);
+      const links = this.receiptLinks(this.result.receipt, "receipt", `specchat-race-${this.id}`);
+      buttons.push(this.receiptButton, ...links);
     }
     this.receiptStatus = element("span", "race-receipt-status");
     this.receiptStatus.setAttribute("role", "status");
@@ -434,15 +393,7 @@ export class RaceView {
   }
 
   flush() {
-    this.statusEl.textContent = this.statusText;
-    while (this.notes.length) {
-      const { kind, text, code } = this.notes.shift();
-      const note = element("p", `note note-${kind}`, text);
-      note.dataset.kind = kind;
-      note.setAttribute("role", kind === "error" ? "alert" : "status");
-      if (code) note.title = code;
-      this.notesEl.append(note);
-    }
+    this.flushCard();
   }
 
   dispose() {

@@ -2,16 +2,17 @@
 // chart as each block finishes, with an offer to use the fastest.
 
 import { busyText } from "@app/busy.js";
+import { ContestCard } from "@app/contest-card.js";
 import { element } from "@app/dom.js";
 import { formatRate } from "@app/format.js";
-import { receiptUrl, saveMarkdownReceipt } from "@app/receipt.js";
+import { saveMarkdownReceipt } from "@app/receipt.js";
 import { schedule } from "@app/render.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
 import { renderSweepChart, rowRate } from "@app/sweep-chart.js";
 
 export const SWEEP_BLOCKS = [1, 2, 3, 4, 5, 6];
 
-export class SweepView {
+export class SweepView extends ContestCard {
   /**
    * @param {string} id the sweep id
    * @param {string} prompt
@@ -19,44 +20,22 @@ export class SweepView {
    *   turns the drafter off) and says whether the change went out.
    */
   constructor(id, prompt, { onApply }) {
-    this.id = id;
+    super(id, { className: "sweep", label: "Block size sweep", title: "Best draft block size", noun: "sweep" });
     this.prompt = prompt;
     this.onApply = onApply;
     this.blocks = SWEEP_BLOCKS;
     this.rows = new Map(); // block -> row, as blocks finish
     this.best = null;
     this.result = null; // the `sweep_done` frame
-    this.el = element("article", "msg sweep");
-    this.el.dataset.id = id;
-    this.el.dataset.state = "waiting";
-    this.el.setAttribute("aria-label", "Block size sweep");
-    const head = element("header", "race-head");
-    this.statusEl = element("span", "race-status", "Waiting for the model…");
-    head.append(element("span", "race-title", "Best draft block size"), this.statusEl);
     this.chartEl = element("div", "sweep-chart-box");
-    this.notesEl = element("div", "notes");
-    this.actionsEl = element("div", "msg-actions race-actions");
-    this.actionsEl.hidden = true;
-    this.el.append(head, this.chartEl, this.notesEl, this.actionsEl);
-    this.status = this.statusEl.textContent;
+    this.body(this.chartEl);
     this.running = "";
-    this.notes = [];
     this.dirty = true;
     schedule(this);
   }
 
   get active() {
     return ["waiting", "running", "stopping"].includes(this.el.dataset.state);
-  }
-
-  stopping() {
-    this.el.dataset.state = "stopping";
-    this.setStatus("Stopping…");
-  }
-
-  setStatus(text) {
-    this.status = text;
-    schedule(this);
   }
 
   /** Any frame with this sweep's id. */
@@ -132,25 +111,6 @@ export class SweepView {
     this.renderActions();
   }
 
-  fail(code, message) {
-    if (this.el.dataset.state === "waiting") {
-      this.el.dataset.state = "failed";
-      this.setStatus("Not run");
-    }
-    this.addNote("error", `Error: ${message}`, code);
-  }
-
-  interrupt() {
-    this.el.dataset.state = "interrupted";
-    this.addNote("interrupted", "Interrupted: the connection dropped before the sweep finished.");
-    this.setStatus("Interrupted");
-  }
-
-  addNote(kind, text, code) {
-    this.notes.push({ kind, text, code });
-    schedule(this);
-  }
-
   /** "Use block N" for the fastest block, and the receipt (saved as Markdown, opened, or as JSON). */
   renderActions() {
     const buttons = [];
@@ -197,31 +157,15 @@ export class SweepView {
         save.disabled = false;
       }
     });
-    const markdown = element("a", "link-button", "Markdown");
-    markdown.href = receiptUrl(this.id, "markdown", base);
-    markdown.target = "_blank";
-    markdown.rel = "noopener";
-    markdown.setAttribute("aria-label", "Open sweep receipt as Markdown");
-    const json = element("a", "link-button", "JSON");
-    json.href = receiptUrl(this.id, "json", base);
-    json.download = `specchat-sweep-${this.id}.json`;
-    json.setAttribute("aria-label", "Download sweep receipt as JSON");
-    return [save, markdown, json];
+    return [save, ...this.receiptLinks(base, "sweep receipt", `specchat-sweep-${this.id}`)];
   }
 
   flush() {
-    this.statusEl.textContent = this.status;
     if (this.dirty) {
       this.dirty = false;
       this.chartEl.replaceChildren(renderSweepChart([...this.rows.values()], this.blocks, this.best));
     }
-    while (this.notes.length) {
-      const { kind, text, code } = this.notes.shift();
-      const note = element("p", `note note-${kind}`, text);
-      note.setAttribute("role", kind === "error" ? "alert" : "status");
-      if (code) note.title = code;
-      this.notesEl.append(note);
-    }
+    this.flushCard();
   }
 
   dispose() {}
