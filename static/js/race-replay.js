@@ -11,6 +11,17 @@
  */
 
 /** One recorded run played into a lane, as far as a clock has got. */
+/**
+ * How far into live run `run` it is on the server's clock, never going back: its latest delta's `t_ms` and
+ * the time since, so frames sent again in a burst (after a reload) move the recording beside it on at once.
+ */
+export function runClock(run) {
+  const now = performance.now();
+  const heard = run.heard ? run.heard.t + (now - run.heard.at) : 0;
+  run.clock = Math.max(run.clock, now - run.startedAt, heard);
+  return run.clock;
+}
+
 export class Recording {
   /**
    * @param {import("@app/race-lane.js").RaceLane} lane

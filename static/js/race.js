@@ -5,36 +5,19 @@
 import { ContestCard } from "@app/contest-card.js";
 import { element } from "@app/dom.js";
 import { RaceLane } from "@app/race-lane.js";
-import { RaceReplay, Recording } from "@app/race-replay.js";
+import { renderRaceActions } from "@app/race-actions.js";
+import { Recording, runClock } from "@app/race-replay.js";
 import { renderRaceSummary } from "@app/race-summary.js";
-import { canvasToPng, cardFacts, downloadBlob, drawReceiptCard, fetchReceipt } from "@app/receipt.js";
 
 const LANES = ["off", "on"];
 const LANE_NAMES = { off: "drafter off", on: "drafter on" };
 const OTHER = { off: "on", on: "off" };
 const COMPLETE = new Set(["stop", "length"]);
 
-function button(label, name, onClick) {
-  const el = element("button", "button small", label);
-  el.type = "button";
-  if (name) el.setAttribute("aria-label", name);
-  el.addEventListener("click", onClick);
-  return el;
-}
-
 /** Which pair a run is: "run 2 of 3", or with runs "auto" (pairs added until they settle it) "run 2". */
 function runLabel(run, runs) {
   if (runs === "auto") return `run ${run + 1}`;
   return runs > 1 ? `run ${run + 1} of ${runs}` : "";
-}
-
-/** The run of `runs` whose decode rate is the median (the lower middle one for an even count). */
-function medianRun(runs) {
-  const finished = runs.filter((run) => run.final && run.final.stats?.tok_s != null && run.events.length);
-  const pool = finished.length ? finished : runs.filter((run) => run.events.length);
-  if (!pool.length) return null;
-  const sorted = [...pool].sort((a, b) => a.final.stats.tok_s - b.final.stats.tok_s);
-  return finished.length ? sorted[Math.floor((sorted.length - 1) / 2)] : pool[pool.length - 1];
 }
 
 export class RaceView extends ContestCard {
@@ -154,17 +137,6 @@ export class RaceView extends ContestCard {
     this.recording = null;
   }
 
-  /**
-   * How far into the live run it is on the server's clock, never going back: its latest delta's `t_ms`
-   * and the time since, so frames sent again in a burst (after a reload) move the recording on at once.
-   */
-  elapsed(run) {
-    const now = performance.now();
-    const heard = run.heard ? run.heard.t + (now - run.heard.at) : 0;
-    run.clock = Math.max(run.clock, now - run.startedAt, heard);
-    return run.clock;
-  }
-
   /** A `thinking` or `answer` delta of a lane. */
   laneDelta(kind, frame) {
     const run = this.runOf(frame);
@@ -211,7 +183,7 @@ export class RaceView extends ContestCard {
         this.ticking = false;
         return;
       }
-      const elapsed = this.elapsed(current ? current.run : this.recordingClock);
+      const elapsed = runClock(current ? current.run : this.recordingClock);
       if (current) this.lanes[current.name].setClock(elapsed);
       if (this.recording?.advance(elapsed) && playingOut) {
         this.recording = null;
@@ -309,87 +281,9 @@ export class RaceView extends ContestCard {
     super.interrupt();
   }
 
+  /** Replay and the receipt, once the race is over (race-actions.js). */
   renderActions() {
-    const buttons = [];
-    const tracks = this.replayTracks();
-    if (tracks.length === 2) {
-      this.replayButton = button("Replay", "Replay race", () => this.toggleReplay());
-      buttons.push(this.replayButton);
-    }
-    if (this.result && this.el.dataset.finish !== "error" && this.result.speedup) {
-      this.receiptButton = button("Receipt", "Save receipt", () => this.saveReceipt());
-      this.receiptButton.title = "Save this race's receipt as a PNG card";
-      const links = this.receiptLinks(this.result.receipt, "receipt", `specchat-race-${this.id}`);
-      buttons.push(this.receiptButton, ...links);
-    }
-    this.receiptStatus = element("span", "race-receipt-status");
-    this.receiptStatus.setAttribute("role", "status");
-    this.actionsEl.replaceChildren(...buttons, this.receiptStatus);
-    this.actionsEl.hidden = buttons.length === 0;
-  }
-
-  replayTracks() {
-    const tracks = [];
-    for (const name of LANES) {
-      const run = medianRun(this.record[name]);
-      if (!run) continue;
-      const count = this.record[name].length;
-      const label = count > 1 ? `replay · run ${run.run + 1}, the median` : "replay";
-      tracks.push(new Recording(this.lanes[name], run, label));
-    }
-    return tracks;
-  }
-
-  toggleReplay() {
-    if (this.replay) {
-      this.replay.cancel();
-      return;
-    }
-    const tracks = this.replayTracks();
-    this.replay = new RaceReplay(tracks, (completed) => {
-      this.replay = null;
-      for (const track of tracks) {
-        this.shown[track.lane.lane] = track.run;
-        this.summarizeLane(track.lane.lane);
-      }
-      this.el.dataset.replaying = "false";
-      this.replayButton.textContent = "Replay";
-      this.replayButton.setAttribute("aria-label", "Replay race");
-      this.setStatus(completed ? "Replay finished" : "Replay stopped");
-    });
-    this.el.dataset.replaying = "true";
-    this.replayButton.textContent = "Stop replay";
-    this.replayButton.setAttribute("aria-label", "Stop replay");
-    this.setStatus("Replaying both lanes at their recorded pace…");
-    this.replay.start();
-    // Replay is pressed below the summary, where the lanes are out of sight: bring them to the room.
-    this.lanesEl.scrollIntoView({ block: "nearest" });
-  }
-
-  async saveReceipt() {
-    const status = this.receiptStatus;
-    this.receiptButton.disabled = true;
-    status.textContent = "Drawing…";
-    status.dataset.kind = "";
-    let receipt = null;
-    let warning = "";
-    try {
-      receipt = await fetchReceipt(this.id);
-    } catch (error) {
-      warning = `${error.message} The card shows the numbers this page saw.`;
-    }
-    try {
-      const facts = cardFacts(receipt, this.result, { ...this.context(), prompt: this.prompt });
-      const blob = await canvasToPng(drawReceiptCard(facts));
-      downloadBlob(blob, `specchat-race-${this.id}.png`);
-      status.textContent = warning || "Saved the receipt card.";
-      status.dataset.kind = warning ? "warn" : "ok";
-    } catch (error) {
-      status.textContent = `Error: ${error.message}`;
-      status.dataset.kind = "error";
-    } finally {
-      this.receiptButton.disabled = false;
-    }
+    renderRaceActions(this);
   }
 
   flush() {
