@@ -105,6 +105,25 @@ export function problemWith(spec, value) {
   return null;
 }
 
+/** The input's value as the setting's type; undefined when it is not a number where one is needed. */
+export function readField(input) {
+  if (!input) return undefined;
+  switch (input.dataset.kind) {
+    case "bool":
+      return input.checked;
+    case "int":
+    case "float": {
+      const text = input.value.trim();
+      const number = Number(text);
+      if (text === "" || !Number.isFinite(number)) return undefined;
+      if (input.dataset.kind === "int" && !Number.isInteger(number)) return undefined;
+      return number;
+    }
+    default:
+      return input.value;
+  }
+}
+
 /** The field's row: label, range or counter, input (with its unit), error line and hint. */
 export function buildField(key, spec) {
   const kind = spec.kind;

@@ -2,7 +2,7 @@
 // Each field shows its range (the system prompt a character counter) and its own errors, in its own words;
 // a value arriving from the server never replaces one the user is typing or has not got accepted yet.
 
-import { buildField, number, orderedKeys, problemWith, specFor } from "@app/settings-field.js";
+import { buildField, number, orderedKeys, problemWith, readField, specFor } from "@app/settings-field.js";
 
 const TYPING_DEBOUNCE_MS = 600;
 
@@ -88,7 +88,7 @@ export class SettingsPane {
     const echo = this.awaitingEcho;
     if (echo) {
       // A sent value the server now holds is no longer the user's own: later changes may show in its field.
-      for (const key of this.sent) if (this.values[key] === this.read(this.input(key))) this.held.delete(key);
+      for (const key of this.sent) if (this.values[key] === readField(this.input(key))) this.held.delete(key);
       this.awaitingEcho = false;
       this.sent = [];
     }
@@ -248,7 +248,7 @@ export class SettingsPane {
     if (!key || !this.values) return;
     clearTimeout(this.timers.get(key));
     this.timers.delete(key);
-    const value = this.read(input);
+    const value = readField(input);
     if (value === undefined && typing) return;
     const problem = this.problem(input, value);
     this.fieldError(input, problem);
@@ -279,24 +279,5 @@ export class SettingsPane {
   /** What is wrong with `value` for `input`, in the field's own words; null when nothing is. */
   problem(input, value) {
     return problemWith(this.spec(input.name), value);
-  }
-
-  /** The input's value as the setting's type; undefined when it is not a number where one is needed. */
-  read(input) {
-    if (!input) return undefined;
-    switch (input.dataset.kind) {
-      case "bool":
-        return input.checked;
-      case "int":
-      case "float": {
-        const text = input.value.trim();
-        const number = Number(text);
-        if (text === "" || !Number.isFinite(number)) return undefined;
-        if (input.dataset.kind === "int" && !Number.isInteger(number)) return undefined;
-        return number;
-      }
-      default:
-        return input.value;
-    }
   }
 }
