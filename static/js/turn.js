@@ -1,8 +1,6 @@
 // One assistant reply: its thinking block, streamed answer, stats line and how it ended.
 
 import { AcceptanceStrip } from "@app/acceptance-strip.js";
-import { branchNav } from "@app/branch-nav.js";
-import { copyText } from "@app/clipboard.js";
 import { element } from "@app/dom.js";
 import { DraftTint } from "@app/drafted-tint.js";
 import { MarkdownView } from "@app/markdown.js";
@@ -10,33 +8,7 @@ import { producedLine, producedTitle } from "@app/produced.js";
 import { schedule } from "@app/render.js";
 import { renderStats } from "@app/stats.js";
 import { ThinkingBlock } from "@app/thinking.js";
-
-// How a reply may end and still be continued (`continue {id}`) in the same message.
-const CONTINUABLE = ["cancelled", "length", "interrupted"];
-
-const FINISH_NOTES = {
-  cancelled: "stopped",
-  length: "cut at max tokens",
-  interrupted: "Interrupted: specchat stopped before this reply finished.",
-};
-
-/** The note on a reply whose conversation no longer fits the model's context (`dropped_turns` turns left out). */
-function droppedNote(count) {
-  const turns = count === 1 ? "oldest turn" : `${count} oldest turns`;
-  return `The model did not see this conversation's ${turns}: the conversation is longer than its context.`;
-}
-
-/** A reply's text-link action; `label` names what it acts on for assistive technology. */
-function actionButton(text, { label, title, disabled = false, className = "", onClick } = {}) {
-  const button = element("button", `link-button ${className}`.trim());
-  button.type = "button";
-  button.textContent = text;
-  if (label) button.setAttribute("aria-label", label);
-  if (title) button.title = title;
-  button.disabled = disabled;
-  if (onClick) button.addEventListener("click", onClick);
-  return button;
-}
+import { addEndNote, CONTINUABLE, droppedNote, noteElement, renderTurnActions } from "@app/turn-actions.js";
 
 export class AssistantTurn {
   /**
@@ -117,13 +89,7 @@ export class AssistantTurn {
     turn.stats = message.stats;
     turn.statsDirty = true;
     if (message.stats?.dropped_turns) turn.addNote("context", droppedNote(message.stats.dropped_turns));
-    const reason = message.finish_reason;
-    if (reason === "error") {
-      const error = message.stats?.error ?? {};
-      turn.addNote("error", error.message || "The reply failed.", error.code);
-    } else if (FINISH_NOTES[reason]) {
-      turn.addNote(reason, FINISH_NOTES[reason]);
-    }
+    addEndNote(turn, message.finish_reason, message.stats?.error);
     turn.actionsDirty = true;
     schedule(turn);
     return turn;
@@ -243,12 +209,7 @@ export class AssistantTurn {
     }
     if (this.thinking) this.thinking.finish(frame.stats);
     this.answerDirty = this.answer !== "";
-    if (reason === "error") {
-      const error = frame.error || {};
-      this.addNote("error", error.message || "The reply failed.", error.code);
-    } else if (FINISH_NOTES[reason]) {
-      this.addNote(reason, FINISH_NOTES[reason]);
-    }
+    addEndNote(this, reason, frame.error);
     this.judgeSpeed();
     this.statsDirty = true;
     this.actionsDirty = true;
@@ -319,69 +280,18 @@ export class AssistantTurn {
     this.tint.apply(rendered);
     const produced = this.active ? null : producedLine(this.settings);
     if (this.statsDirty && (this.stats || produced)) {
-      renderStats(this.statsEl, this.stats ?? {}, this.active, produced && { text: produced, title: producedTitle(this.settings) });
+      const line = produced && { text: produced, title: producedTitle(this.settings) };
+      renderStats(this.statsEl, this.stats ?? {}, this.active, line);
     }
     this.statsDirty = false;
-    while (this.notes.length) this.notesEl.append(this.renderNote(this.notes.shift()));
+    while (this.notes.length) this.notesEl.append(noteElement(this.notes.shift()));
     this.el.setAttribute("aria-busy", String(this.active));
-    if (!this.active && this.actionsDirty) this.renderActions();
+    if (!this.active && this.actionsDirty) renderTurnActions(this);
     this.actionsDirty = false;
-  }
-
-  renderNote({ kind, text, code, action }) {
-    const note = element("p", `note note-${kind}`);
-    note.dataset.kind = kind;
-    note.setAttribute("role", kind === "error" ? "alert" : "status");
-    note.textContent = kind === "error" ? `Error: ${text}` : text;
-    if (code) note.title = code;
-    if (action) {
-      const button = element("button", "link-button note-action");
-      button.type = "button";
-      button.textContent = action.label;
-      button.addEventListener("click", () => {
-        action.run();
-        button.disabled = true;
-      }, { once: true });
-      note.append(" ", button);
-    }
-    return note;
   }
 
   /** The reply's element is leaving the page. */
   dispose() {
     this.tint.dispose();
-  }
-
-  /**
-   * Branch arrows, Copy and Regenerate for a finished answer; Continue when it is the branch's last
-   * message and ended unfinished; "Edit & resend" when the reply failed or was cut off by the network.
-   */
-  renderActions() {
-    const buttons = [];
-    const nav = this.message && branchNav(this.message, this.siblings, "answer", this.onSelect, this.locked);
-    if (nav) buttons.push(nav);
-    if (this.answer) {
-      const copy = actionButton("Copy", { label: "Copy answer" });
-      copy.addEventListener("click", () => copyText(copy, this.answer, this.answerEl));
-      buttons.push(copy);
-    }
-    if (this.continuable) {
-      buttons.push(actionButton("Continue", {
-        label: "Continue reply", title: "Go on with this reply where it stopped, in this same message",
-        disabled: this.locked, className: "continue-reply", onClick: () => this.onContinue(this),
-      }));
-    }
-    if (this.message && this.onRegenerate) {
-      buttons.push(actionButton("Regenerate", {
-        label: "Regenerate answer",
-        title: "Answer this message again, with the current settings; this answer is kept",
-        disabled: this.locked, onClick: () => this.onRegenerate(this),
-      }));
-    }
-    if (["failed", "interrupted"].includes(this.el.dataset.state) || this.el.dataset.finish === "error") {
-      buttons.push(actionButton("Edit & resend", { onClick: () => this.onResend(this.prompt) }));
-    }
-    this.actionsEl.replaceChildren(...buttons);
-    this.actionsEl.hidden = buttons.length === 0;
   }
 }
