@@ -99,6 +99,7 @@ def mlx_logits(checkpoint: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
     from mlx_vlm import load
     from mlx_vlm.speculative.drafters import load_drafter
 
+    from engines.mlx.qwen35 import forward_hidden
     from engines.mlx.widening import widen_to_declared
 
     config = json.loads((checkpoint / "config.json").read_text())
@@ -117,7 +118,7 @@ def mlx_logits(checkpoint: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndarra
         hidden = out.hidden_states[-1]
         embed = lm.model.embed_tokens(x[:, 1:])
         positions = mx.arange(x.shape[1] - 1)[None]
-        h = drafter._forward_hidden(embed, hidden[:, :-1], None, positions)
+        h = forward_hidden(drafter, embed, hidden[:, :-1], None, positions)
         mains.append(np.array(out.logits[0].astype(mx.float32)))
         mtps.append(np.array(lm.model.embed_tokens.as_linear(h)[0].astype(mx.float32)))
     return np.stack(mains), np.stack(mtps)

@@ -81,6 +81,8 @@ class EngineInfo:
     progress: float | None = None
     examples: tuple[Example, ...] = ()  # prompts the empty screen offers for this model
     drafter_note: str | None = None  # no drafter: why, and how to get one
+    decode_loop_reason: str | None = None  # why every reply runs on mlx-vlm's loop (MLX engine), else None
+    quantized_verify_ratio: float | None = None  # quantized body on a CPU: a 4-row product's time / a 1-row one's
 
     def to_dict(self) -> dict:
         return {
@@ -92,6 +94,8 @@ class EngineInfo:
             "progress": self.progress,
             "examples": [example.to_dict() for example in self.examples],
             "drafter_note": self.drafter_note,
+            "decode_loop_reason": self.decode_loop_reason,
+            "quantized_verify_ratio": self.quantized_verify_ratio,
         }
 
 

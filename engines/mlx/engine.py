@@ -18,7 +18,10 @@ from .generation import TurnGeneration
 from .loading import LoadedModel, load_drafter, load_model
 from .model_thread import model_thread
 from .own_loop import OwnLoop, PrefixSnapshot
-from .prompts import PromptBuilder
+from . import qwen35
+from .prompts import PromptBuilder, copy_tokenizer
+from .qwen35 import exact_cache_entries
+from .verify_cost import quantized_verify
 from .vlm_loop import VlmLoop
 
 log = logging.getLogger(__name__)
@@ -41,6 +44,12 @@ class MlxEngine(Engine):
         self._thread = model_thread()
         self._loaded: LoadedModel | None = None
         self._prompts: PromptBuilder | None = None
+        # The web threads' own copy of the tokenizer and template (prompt_size), so they never share the
+        # model thread's; one caller at a time.
+        self._sizing: PromptBuilder | None = None
+        self._sizing_lock = threading.Lock()
+        self._loop_note: str | None = None  # the own loop could not run on this mlx-vlm: why, for the presenter
+        self._verify_ratio: float | None = None  # quantized body on a CPU: a 4-row product / a 1-row one
         self._apc = None
         self._apc_entries: int | None = None
         self._primed_system: str | None = None
@@ -56,15 +65,18 @@ class MlxEngine(Engine):
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
+        notes = [note for note in (loaded.drafter_note if loaded else None, self._loop_note) if note]
         return EngineInfo(
             name=self.name,
             model=self.model_spec,
             drafter=loaded.drafter_name if loaded else None,
-            drafter_note=loaded.drafter_note if loaded else None,
+            drafter_note=" ".join(notes) or None,
             state=self._state,
             message=self._message,
             progress=self._progress,
             examples=self._examples if loaded else (),
+            decode_loop_reason=self._no_own_loop if loaded else None,
+            quantized_verify_ratio=self._verify_ratio if loaded else None,
         )
 
     def load(self, options: GenerationOptions) -> None:
@@ -80,13 +92,22 @@ class MlxEngine(Engine):
                 search = replace(self.drafters or DrafterSearch(),
                                  report=lambda step: self._set_state("loading", step, 0.6))
                 load_drafter(loaded, self.drafter_spec, search)
-            self._loaded, self._prompts = loaded, PromptBuilder(loaded)
+            prompts = PromptBuilder(loaded)
+            sizing = PromptBuilder(copy_tokenizer(loaded))
             self._examples = read_examples(loaded.path)
-            self._decoder, self._stop_ids, self._no_own_loop = _own_decoder(loaded)
-            if self._no_own_loop:
-                log.warning("decode loop: mlx-vlm's for every reply, as %s", self._no_own_loop)
+            decoder, stop_ids, no_own_loop, loop_note = _own_decoder(loaded, prompts)
+            if loop_note:
+                log.warning("%s", loop_note)
+            elif no_own_loop:
+                log.warning("decode loop: mlx-vlm's for every reply, as %s", no_own_loop)
             else:
                 log.info("decode loop: specchat's own (decode_loop: mlx-vlm in the settings switches)")
+            ratio, verify_note = quantized_verify(loaded)
+            with self._sizing_lock:
+                self._loaded, self._prompts, self._sizing = loaded, prompts, sizing
+                self._decoder, self._stop_ids, self._no_own_loop = decoder, stop_ids, no_own_loop
+                self._loop_note = " ".join(note for note in (loop_note, verify_note) if note) or None
+                self._verify_ratio = ratio
             self._set_state("loading", "warming up", 0.8)
             self._prepare(options)
             self._set_state("ready", "")
@@ -207,12 +228,13 @@ class MlxEngine(Engine):
                     continued: bool = False) -> tuple[int, int] | None:
         """The prompt as a fresh render of ``messages`` would be (a cached next turn falls back to that
         when its own ids, which keep past reasoning, would not fit)."""
-        prompts, limit = self._prompts, self._context_limit()
-        if prompts is None or limit is None:
-            return None
-        thinking = options.reasoning_budget > 0
-        render = prompts.continuation_ids if continued else prompts.conversation_ids
-        return len(render(options.system_prompt, messages, thinking)), limit
+        with self._sizing_lock:
+            prompts, limit = self._sizing, self._context_limit()
+            if prompts is None or limit is None:
+                return None
+            thinking = options.reasoning_budget > 0
+            render = prompts.continuation_ids if continued else prompts.conversation_ids
+            return len(render(options.system_prompt, messages, thinking)), limit
 
     def _check_context(self, prompt_tokens: int) -> None:
         """Refuse, before any work, a prompt the model cannot hold."""
@@ -299,7 +321,7 @@ class MlxEngine(Engine):
         if self._apc is not None:
             snap = self._apc.stats_snapshot()
             freed["bytes"] += int(snap.get("resident_bytes", 0) or 0)
-            freed["entries"] += int(snap.get("pool_used", 0) or 0) + len(self._apc._exact_cache)
+            freed["entries"] += int(snap.get("pool_used", 0) or 0) + exact_cache_entries(self._apc)
             self._apc.clear()
         if self._prefix is not None:
             freed["bytes"] += self._prefix.state.nbytes()
@@ -322,15 +344,19 @@ class MlxEngine(Engine):
         self._conversations.clear()
         if self._apc is not None:
             self._apc.clear()
-        self._apc = self._loaded = self._prompts = self._decoder = self._prefix = None
+        self._apc = self._prefix = None
+        with self._sizing_lock:
+            self._loaded = self._prompts = self._sizing = self._decoder = None
         mx.clear_cache()  # the thread and its streams stay for the next engine (model_thread.py)
         self._set_state("error", "unloaded")
 
 
-def _own_decoder(loaded: LoadedModel):
-    """specchat's own loop for this model, with the MTP head when that is the drafter.
+def _own_decoder(loaded: LoadedModel, prompts: PromptBuilder):
+    """specchat's own loop for this model, with the MTP head when that is the drafter, checked against
+    mlx-vlm's forward (qwen35.py).
 
-    Returns (decoder, stop ids, None), or (None, ∅, why) for a model family the loop does not run.
+    Returns (decoder, stop ids, None, None); (None, ∅, why, None) for a model family the loop does not run;
+    (None, ∅, why, note) when this mlx-vlm's internals are not what the loop was written against.
     """
     from mlx_vlm.utils import resolve_eos_token_ids
 
@@ -338,7 +364,12 @@ def _own_decoder(loaded: LoadedModel):
 
     model_type = getattr(getattr(loaded.model, "config", None), "model_type", None)
     if model_type not in OWN_LOOP_MODELS:
-        return None, set(), f"{model_type}: the own loop runs Qwen 3.5 models (qwen3_5, qwen3_5_moe) only"
+        return None, set(), f"{model_type}: the own loop runs Qwen 3.5 models (qwen3_5, qwen3_5_moe) only", None
     drafter = loaded.drafter if loaded.drafter_kind == "mtp" else None
     stop = resolve_eos_token_ids(loaded.model.config.eos_token_id, loaded.tokenizer)
-    return Decoder(loaded.model, drafter), set(stop), None
+    try:
+        decoder = qwen35.check(Decoder, loaded.model, drafter, prompts.encode(qwen35.CHECK_TEXT))
+    except qwen35.Unavailable as exc:
+        reason = f"own loop unavailable with mlx-vlm {qwen35.library_version()}: {exc}"
+        return None, set(), reason, f"{reason}; using mlx-vlm's loop."
+    return decoder, set(stop), None, None

@@ -154,7 +154,7 @@ def mlp_group(module) -> Group | None:
 
 def mlp(module, gate_up: Group | None, x):
     """A gated feed-forward block (``gate_up`` from ``mlp_group``), or any other block as it is."""
-    from mlx_vlm.models.activations import swiglu
+    from .qwen35 import swiglu
 
     if gate_up is None:
         return module(x)
@@ -166,13 +166,15 @@ def lm_head(lm, hidden):
     """The LM head over ``hidden``: the tied embedding or the output projection."""
     import mlx.nn as nn
 
+    from .qwen35 import library_logits, tied_embeddings
+
     embed = lm.model.embed_tokens
-    if lm.args.tie_word_embeddings:
+    if tied_embeddings(lm):
         if type(embed) is nn.Embedding:
             return product(embed.weight, hidden)
         if type(embed) is nn.QuantizedEmbedding and _quantized_served(embed):
             return _as_quantized_linear(embed, hidden)
-        return lm.speculative_logits_from_hidden(hidden)
+        return library_logits(lm, hidden)
     if type(lm.lm_head) is nn.Linear or (type(lm.lm_head) is nn.QuantizedLinear and _quantized_served(lm.lm_head)):
         return linear(lm.lm_head, hidden)
-    return lm.speculative_logits_from_hidden(hidden)
+    return library_logits(lm, hidden)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .decoding import Decoder, DecodeState, Sampling
+from .decoding import Decoder, DecodeState
+from .sampling import Sampling
 
 
 @dataclass

@@ -8,10 +8,20 @@ would drop past reasoning and diverge early in the history.
 
 from __future__ import annotations
 
+import copy
+from dataclasses import replace
+
 from ..base import Message
 from .loading import LoadedModel
 
 THINK_CLOSE = "\n</think>\n\n"
+
+
+def copy_tokenizer(loaded: LoadedModel) -> LoadedModel:
+    """``loaded`` with a processor and tokenizer of its own, for a thread other than the model thread
+    (a Hugging Face tokenizer is not safe to share across threads); it shares the weights."""
+    processor = copy.deepcopy(loaded.processor)
+    return replace(loaded, processor=processor, tokenizer=getattr(processor, "tokenizer", processor))
 
 
 class PromptBuilder:

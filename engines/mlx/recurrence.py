@@ -99,15 +99,16 @@ BLOCK_FORM_MAX = 16  # the block form's series stays exact in float32 at these l
 def with_states(q, k, v, a, b, A_log, dt_bias, state):
     """(y, final state, state after each position) for a block; q, k: (B, T, Hk, Dk)."""
     import mlx.core as mx
-    from mlx_vlm.models.qwen3_5.gated_delta import _compute_g_beta, gated_delta_update_with_states
+
+    from .qwen35 import compute_g_beta, gated_delta_update_with_states
 
     B, T, Hk, Dk = k.shape
     Hv, Dv = v.shape[-2:]
     if mx.default_device() == mx.cpu and 1 < T <= BLOCK_FORM_MAX:
-        return _block_form(q, k, v, *_compute_g_beta(A_log, a, b, dt_bias), state)
+        return _block_form(q, k, v, *compute_g_beta(A_log, a, b, dt_bias), state)
     if not use_cuda_kernel() or Dk % 32 or Dv % 4:
         return gated_delta_update_with_states(q, k, v, a, b, A_log, dt_bias, state)
-    g, beta = _compute_g_beta(A_log, a, b, dt_bias)
+    g, beta = compute_g_beta(A_log, a, b, dt_bias)
     return _cuda_kernel()(
         inputs=[q, k, v, g, beta, state],
         template=[("InT", q.dtype), ("StT", state.dtype), ("T", T), ("Dk", Dk), ("Dv", Dv), ("Hk", Hk), ("Hv", Hv)],

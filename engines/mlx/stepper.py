@@ -1,7 +1,8 @@
 """Qwen 3.5 forward passes as pure, compiled functions over fixed-size caches.
 
-mlx-vlm's modules hold the weights; this module only changes how a step is
-run. Each cache is a plain array: attention keys and values live in buffers of
+mlx-vlm's modules hold the weights (read through qwen35.py, which checks at
+load that these steps compute what mlx-vlm's forward does); this module only
+changes how a step is run. Each cache is a plain array: attention keys and values live in buffers of
 a fixed capacity written at a position (so a rejected draft is undone by not
 advancing the offset), and the gated-delta layers return their recurrent state
 after every position of a block (so partial acceptance picks the state after
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .linear import Group, linear, lm_head, mlp, mlp_group
+from .sampling import probabilities, sample
 
 CAPACITY_STEP = 1024  # attention buffers grow by this many positions
 SHORT_FEED = 16  # feeds up to this long run compiled (a few lengths: phase changes, short turns)
@@ -173,8 +175,8 @@ def _depthwise_conv(x, weight, length: int):
 def _gated_delta(la, inputs: Group, x, conv_state, ssm_state, with_states: bool):
     """One gated-delta block; returns (output, conv input, final or per-position states)."""
     import mlx.nn as nn
-    from mlx_vlm.models.qwen3_5.gated_delta import gated_delta_update
 
+    from .qwen35 import gated_delta_update, normalize_qk
     from .recurrence import with_states as gated_delta_with_states
 
     mx = _mx()
@@ -191,7 +193,7 @@ def _gated_delta(la, inputs: Group, x, conv_state, ssm_state, with_states: bool)
             [la.head_k_dim, la.head_k_dim, la.head_v_dim],
         )
     ]
-    q, k = la._normalize_qk(q, k)
+    q, k = normalize_qk(la, q, k)
     if with_states:
         y, _, states = gated_delta_with_states(q, k, v, a, b, la.A_log, la.dt_bias, ssm_state)
         # Index i holds the state after i positions, so keeping none restores the state fed in.
@@ -423,8 +425,6 @@ class DrafterStepper:
         fn = self._compiled.get(key)
         if fn is None:
             mx = _mx()
-            from .decoding import probabilities
-
             def draft(seed_token, seed_hidden, write_at, layers, keys):
                 tokens, probs, tok, h = [seed_token], [], seed_token, seed_hidden
                 for i in range(steps):
@@ -479,8 +479,6 @@ class DrafterStepper:
         """After a verify: keep ``keep_chained`` of the last draft's chain entries, then
         read the true (next token, target hidden) pairs ``tokens`` (1, n), ``hidden`` (1, n, D)."""
         mx = _mx()
-        from .decoding import probabilities, sample
-
         caches.offset -= caches.chained - keep_chained
         caches.chained = 0
         length = tokens.shape[1]

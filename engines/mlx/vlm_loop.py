@@ -6,6 +6,8 @@ Kept for comparison with specchat's loop and for drafters it does not run
 
 from __future__ import annotations
 
+from .qwen35 import cached_positions, drafter_rounds
+
 
 class VlmLoop:
     name = "mlx-vlm"
@@ -60,7 +62,8 @@ class VlmLoop:
                 if gen.answer_full:
                     gen.cache_stale = True
                     return "length"
-            self._reconcile_cache(gen.conversation)
+            if not self._reconcile_cache(gen.conversation):
+                gen.cache_stale = True
             return finish
         finally:
             detokenizer.finalize()
@@ -71,23 +74,25 @@ class VlmLoop:
             self._live = False
 
     def live_rounds(self, gen) -> list[tuple[int, int]]:
-        drafter = gen.loaded.drafter
         if not (gen.speculative and self._live):
             return []
-        return [(int(a), int(d)) for a, d in zip(drafter.accept_lens, drafter.draft_lens)]
+        return drafter_rounds(gen.loaded.drafter)
 
     @staticmethod
-    def _reconcile_cache(conversation) -> None:
-        """Make the stored ids match what the cache holds.
+    def _reconcile_cache(conversation) -> bool:
+        """Make the stored ids match what the cache holds; False when that cannot be told (drop it then).
 
-        After a speculative run the library stores the last sampled token though
+        After a speculative run mlx-vlm 0.7 stores the last sampled token though
         the cache has not processed it yet; reusing that would skip the token.
-        Shortening the library's ids (the conversation keeps them all) makes the
-        next prompt feed that token instead.
+        What the cache has processed is read, not assumed: ids it lacks are cut
+        from the library's ids (the conversation keeps them all), so the next
+        prompt feeds them; ids that agree are left alone.
         """
         state = conversation.state
         conversation.ids = list(state.token_ids or [])
-        offsets = [getattr(c, "offset", None) for c in state.cache or []]
-        cached = max((o for o in offsets if isinstance(o, int)), default=None)
-        if cached is not None and cached < len(conversation.ids):
+        cached = cached_positions(state)
+        if cached is None or cached > len(conversation.ids):
+            return False
+        if cached < len(conversation.ids):
             state.token_ids = conversation.ids[:cached]
+        return True
