@@ -1,0 +1,101 @@
+"""The one seam for mlx-vlm (engines/mlx/qwen35.py): every internal it reads resolves on the pinned release, and
+when one does not, or the own loop computes something else, the engine runs mlx-vlm's own loop and says why
+instead of failing to load."""
+
+from importlib.metadata import version
+
+import pytest
+
+from engines import Delta, Done, GenerationOptions, Message, Turn, guarded
+from engines.mlx import qwen35
+
+GREEDY = dict(reasoning_budget=0, max_tokens=24, temperature=0.0)
+
+
+def test_the_pin_is_the_release_the_seam_was_read_from():
+    assert version("mlx-vlm") == qwen35.READ_FROM, (
+        f"mlx-vlm {version('mlx-vlm')} is installed, but engines/mlx/qwen35.py reads internals of "
+        f"{qwen35.READ_FROM}: re-check each name there and update READ_FROM and the pin in pyproject.toml")
+
+
+@pytest.mark.parametrize("module, name", qwen35.FUNCTIONS, ids=lambda v: v)
+def test_every_function_the_own_loop_calls_resolves(module, name):
+    assert callable(qwen35.function(module, name)), f"{module}.{name} is not callable in this mlx-vlm"
+
+
+def test_every_member_the_own_loop_reads_is_on_a_real_model(tiny_model):
+    from mlx_vlm import load
+    from mlx_vlm.speculative.drafters import load_drafter
+
+    model, _ = load(str(tiny_model))
+    drafter, _ = load_drafter(str(tiny_model), kind="mtp")
+    qwen35.check_members(model, drafter)  # raises Unavailable naming each missing member
+
+
+def test_a_missing_member_is_named():
+    class Bare:
+        pass
+
+    with pytest.raises(qwen35.Unavailable, match="the language model has no args, model"):
+        qwen35.check_members(Bare())
+    with pytest.raises(qwen35.Unavailable, match=r"mlx_vlm\.models\.activations\.gone_in_a_later_release is gone"):
+        qwen35.function("mlx_vlm.models.activations", "gone_in_a_later_release")
+
+
+def _loaded(tiny_model):
+    from engines.mlx.engine import MlxEngine
+
+    engine = MlxEngine(str(tiny_model))
+    engine.load(GenerationOptions())
+    return engine
+
+
+def _reply(engine, conversation, **options):
+    turn = Turn(id=conversation, conversation_id=conversation, messages=[Message("user", "count to ten")],
+                options=GenerationOptions(**GREEDY, **options))
+    events = list(guarded(engine.stream(turn)))
+    terminal = [e for e in events if isinstance(e, Done)]
+    assert len(terminal) == 1 and events[-1] is terminal[0], events[-3:]
+    assert terminal[0].finish_reason in ("stop", "length"), terminal[0]
+    return "".join(e.text for e in events if isinstance(e, Delta)), terminal[0].stats
+
+
+@pytest.mark.parametrize("break_it, reason", [
+    (lambda mp: mp.setattr(qwen35, "FUNCTIONS", qwen35.FUNCTIONS + (("mlx_vlm.models.activations", "renamed"),)),
+     "mlx_vlm.models.activations.renamed is gone"),
+    (lambda mp: mp.setattr(qwen35, "LINEAR_ATTENTION", qwen35.LINEAR_ATTENTION + ("renamed_member",)),
+     "linear attention has no renamed_member"),
+    (lambda mp: mp.setattr(qwen35, "CHECK_TOLERANCE", -1.0), "the own loop's forward differs from mlx-vlm's"),
+], ids=["function", "member", "forward"])
+def test_a_broken_internal_falls_back_to_mlx_vlms_loop_and_says_why(tiny_model, monkeypatch, break_it, reason):
+    break_it(monkeypatch)
+    engine = _loaded(tiny_model)
+    try:
+        info = engine.info()
+        assert info.state == "ready"
+        expected = f"own loop unavailable with mlx-vlm {version('mlx-vlm')}: "
+        assert info.decode_loop_reason.startswith(expected) and reason in info.decode_loop_reason
+        assert "using mlx-vlm's loop" in info.drafter_note
+        text, stats = _reply(engine, "fallback", decode_loop="specchat", speculative=True)
+        assert text and stats["decode_loop"] == "mlx-vlm"
+        assert reason in stats["decode_loop_reason"]
+    finally:
+        engine.unload()
+
+
+def test_building_the_own_loop_leaves_mlx_vlms_loop_as_it_was(tiny_model, monkeypatch):
+    """mlx-vlm's loop on a model the own loop was built on gives what it gives on a model it never touched."""
+    engine = _loaded(tiny_model)
+    try:
+        assert engine.info().decode_loop_reason is None
+        built = [_reply(engine, f"built-{s}", decode_loop="mlx-vlm", speculative=s)[0] for s in (False, True)]
+    finally:
+        engine.unload()
+    monkeypatch.setattr(qwen35, "CHECK_TOLERANCE", -1.0)  # the own loop is never built on this one
+    engine = _loaded(tiny_model)
+    try:
+        assert engine.info().decode_loop_reason is not None
+        untouched = [_reply(engine, f"plain-{s}", decode_loop="mlx-vlm", speculative=s)[0] for s in (False, True)]
+    finally:
+        engine.unload()
+    assert built == untouched
