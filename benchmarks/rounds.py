@@ -72,7 +72,7 @@ def measure(args: argparse.Namespace) -> None:
     linear.FEW_ROW_KERNEL = not args.no_kernel
     loaded = load_model(args.model)
     load_drafter(loaded, None)
-    decoder, _, _ = _own_decoder(loaded)
+    decoder, _, _, _ = _own_decoder(loaded)
     _progress(started, "loaded")
     ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()

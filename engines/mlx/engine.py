@@ -351,7 +351,7 @@ class MlxEngine(Engine):
         self._set_state("error", "unloaded")
 
 
-def _own_decoder(loaded: LoadedModel, prompts: PromptBuilder):
+def _own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None):
     """specchat's own loop for this model, with the MTP head when that is the drafter, checked against
     mlx-vlm's forward (qwen35.py).
 
@@ -368,7 +368,9 @@ def _own_decoder(loaded: LoadedModel, prompts: PromptBuilder):
     drafter = loaded.drafter if loaded.drafter_kind == "mtp" else None
     stop = resolve_eos_token_ids(loaded.model.config.eos_token_id, loaded.tokenizer)
     try:
-        decoder = qwen35.check(Decoder, loaded.model, drafter, prompts.encode(qwen35.CHECK_TEXT))
+        ids = (prompts.encode(qwen35.CHECK_TEXT) if prompts is not None
+               else list(loaded.tokenizer.encode(qwen35.CHECK_TEXT, add_special_tokens=False)))
+        decoder = qwen35.check(Decoder, loaded.model, drafter, ids)
     except qwen35.Unavailable as exc:
         reason = f"own loop unavailable with mlx-vlm {qwen35.library_version()}: {exc}"
         return None, set(), reason, f"{reason}; using mlx-vlm's loop."

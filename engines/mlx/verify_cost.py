@@ -56,11 +56,16 @@ def ratio(model) -> float | None:
     return round(_median_time(layer, rows) / max(_median_time(layer, one), 1e-9), 2)
 
 
+def slower_note(measured: float | None) -> str | None:
+    """The sentence the engine adds to its drafter note for this ratio: None when drafting should still pay."""
+    if measured is None or measured < LOSES_AT:
+        return None
+    return (f"Quantized products on this CPU: {ROWS} rows cost {measured:.1f}× one row, so a verify of "
+            f"{ROWS} tokens costs about {measured:.1f} plain steps and drafting is likely slower here than "
+            "drafter off (a float checkpoint, or a GPU, drafts faster).")
+
+
 def quantized_verify(loaded) -> tuple[float | None, str | None]:
     """(ratio, a sentence when drafting is predicted to lose with it, else None)."""
     measured = ratio(loaded.model)
-    if measured is None or measured < LOSES_AT or loaded.drafter is None:
-        return measured, None
-    return measured, (f"Quantized products on this CPU: {ROWS} rows cost {measured:.1f}× one row, so a verify of "
-                      f"{ROWS} tokens costs about {measured:.1f} plain steps and drafting is likely slower here than "
-                      "drafter off (a float checkpoint, or a GPU, drafts faster).")
+    return measured, (slower_note(measured) if loaded.drafter is not None else None)
