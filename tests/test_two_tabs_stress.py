@@ -19,7 +19,7 @@ import pytest
 
 from engines.mlx.engine import MlxEngine
 from tests.conftest import LiveServer
-from tests.support.wsclient import WsClient
+from tests.wsclient import WsClient
 
 OPERATIONS = 300
 SETTLE_S = 90  # every reply started must have ended within this after the last operation
