@@ -7,7 +7,6 @@ reply; the UI compares a drafter-on reply's rate with it.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import orjson
 
 from engines import Engine, EngineInfo, GenerationOptions, Message
 
+from .atomic import write_json
 from .lanes import Lane, LaneReply, LaneRun, Relay, run_lanes
 
 log = logging.getLogger(__name__)
@@ -60,10 +60,7 @@ class Baselines:
             self._all[self._key(info)] = baseline
             if self._path is not None:
                 try:
-                    self._path.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = self._path.with_suffix(".tmp")
-                    tmp.write_bytes(orjson.dumps(self._all, option=orjson.OPT_INDENT_2))
-                    os.replace(tmp, self._path)
+                    write_json(self._path, self._all)
                 except OSError as exc:  # it still holds until a restart
                     log.warning("could not save baselines in %s: %s", self._path, exc)
         return baseline

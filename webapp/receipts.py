@@ -4,7 +4,6 @@ across restarts."""
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import threading
 import time
@@ -16,6 +15,7 @@ import orjson
 from engines import EngineInfo, GenerationOptions
 from engines.registry import EngineSpec
 
+from .atomic import write_json
 from .lanes import ran_on
 from .busy import describe
 from .machine import machine, versions
@@ -50,10 +50,7 @@ class Receipts:
                 self._kept.popitem(last=False)
         if self._dir is not None:
             try:
-                self._dir.mkdir(parents=True, exist_ok=True)
-                tmp = self._dir / f"{id}.tmp"
-                tmp.write_bytes(orjson.dumps(receipt, option=orjson.OPT_INDENT_2))
-                os.replace(tmp, self._dir / f"{id}.json")
+                write_json(self._dir / f"{id}.json", receipt)
             except OSError as exc:  # the measurement still happened; only its copy on disk is missing
                 log.warning("could not save the receipt of %s %s: %s", receipt["kind"], id, exc)
         return f"/api/receipts/{id}"

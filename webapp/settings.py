@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from engines.options import GenerationOptions
 
+from .atomic import write_json
 from .errors import ClientError, describe_validation
 
 log = logging.getLogger(__name__)
@@ -90,11 +91,4 @@ class SettingsStore:
     def _write(self, options: GenerationOptions) -> None:
         if self._path is None:
             return
-        self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_suffix(".tmp")
-        try:
-            tmp.write_bytes(orjson.dumps(options.model_dump(), option=orjson.OPT_INDENT_2))
-            os.replace(tmp, self._path)
-        finally:
-            if tmp.is_file():
-                tmp.unlink()
+        write_json(self._path, options.model_dump())
