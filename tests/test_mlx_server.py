@@ -21,6 +21,7 @@ def test_health_names_the_engine(mlx_server, tiny_model):
     assert engine == {
         "name": "mlx", "model": str(tiny_model), "drafter": "bundled MTP head (mtp)",
         "state": "ready", "message": "", "progress": None, "examples": [], "drafter_note": None,
+        "decode_loop_reason": None, "quantized_verify_ratio": None,
     }
 
 
