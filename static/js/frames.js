@@ -37,12 +37,7 @@ export function frameHandlers(app, page) {
       else history.render();
       app.everConnected = true;
       app.connected = true;
-      app.engineInfo = frame.engine;
-      engine.update(app.engineInfo);
-      examples.show(app.engineInfo.examples);
-      learnBaseline(frame);
-      picker.update(frame.spec, frame.choices);
-      deepResetField.hidden = !frame.deep_reset;
+      showEngine(frame);
       app.settingsValues = frame.settings ?? {};
       settings.update(frame.settings);
       quickBar.update(frame.settings);
@@ -50,12 +45,7 @@ export function frameHandlers(app, page) {
       refresh();
     },
     engine(frame) {
-      app.engineInfo = frame.engine;
-      engine.update(app.engineInfo);
-      examples.show(app.engineInfo.examples);
-      learnBaseline(frame);
-      picker.update(frame.spec, frame.choices);
-      deepResetField.hidden = !frame.deep_reset;
+      showEngine(frame);
       refresh();
     },
     settings(frame) {
@@ -191,6 +181,16 @@ export function frameHandlers(app, page) {
   }
 
   /** The server's drafter-off rate for this engine and model, where it sends one. */
+  // The engine, its picker and its examples, as a hello or an engine frame tells them.
+  function showEngine(frame) {
+    app.engineInfo = frame.engine;
+    engine.update(app.engineInfo);
+    examples.show(app.engineInfo.examples);
+    learnBaseline(frame);
+    picker.update(frame.spec, frame.choices);
+    deepResetField.hidden = !frame.deep_reset;
+  }
+
   function learnBaseline(frame) {
     baseline.setEngine(frame.engine);
     const value = frame.baseline ?? frame.engine?.baseline;
