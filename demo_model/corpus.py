@@ -11,10 +11,13 @@ keeps past reasoning in its token history) shows them to the model.
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import random
 import re
 from dataclasses import dataclass, replace
 from decimal import Decimal
+from pathlib import Path
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -608,18 +611,47 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     return Exchange(question, reasoning, answer, THINK_FIRST)
 
 
+TOKENIZER_FILE = Path(__file__).resolve().parent / "specchat-demo" / "tokenizer.json"
+
+
+@functools.cache
+def vocabulary_pieces() -> tuple[str, ...]:
+    """Every alphabetic token of the shipped tokenizer, lower-cased and without its leading-space mark.
+
+    A word the model never saw reaches it as a few of these tokens; words made of them teach it the letters of
+    every one, so that it spells any word right ("falcon", not "Pancon").
+    """
+    vocab = json.loads(TOKENIZER_FILE.read_text())["model"]["vocab"]
+    pieces = {token.removeprefix("Ġ").lower() for token in vocab}
+    return tuple(sorted(p for p in pieces if p.isascii() and p.isalpha()))
+
+
+def pieces_word(rng: random.Random) -> str:
+    """A made-up word of one to four random alphabetic tokens, of up to MAX_WORD_LETTERS letters."""
+    pieces = vocabulary_pieces()
+    word = rng.choice(pieces)
+    for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+        more = rng.choice(pieces)
+        if len(word) + len(more) > MAX_WORD_LETTERS:
+            break
+        word += more
+    return word
+
+
 def any_word(rng: random.Random) -> str:
-    """A word to count letters in: a known one, a changed one, a made-up one or random letters."""
+    """A word to count letters in: a known one, a changed one, a made-up one, tokens joined, or random letters."""
     r = rng.random()
-    if r < 0.3:
+    if r < 0.2:
         word = rng.choice(WORDS)
-    elif r < 0.5:
+    elif r < 0.33:
         word = rng.choice(WORDS)
         i = rng.randrange(len(word) + 1)
         word = rng.choice([word + "s", word + "ing", word[:i] + rng.choice("abcdefghijklmnopqrstuvwxyz") + word[i:],
                            word[:i] + word[i + 1:] or word])
-    elif r < 0.75:
+    elif r < 0.47:
         word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 5)))
+    elif r < 0.79:
+        word = pieces_word(rng)
     elif r < 0.97:
         word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, MAX_WORD_LETTERS)))
     else:
@@ -994,17 +1026,77 @@ UNIT_FOLLOW_UPS = ["And in {to}?", "What about in {to}?", "And how many {to} is 
                    "Can you give that in {to}?", "What is it in {to}?", "And {to}?", "Same in {to}?",
                    "Make that {to}.", "Convert that to {to}.", "That in {to}?", "And as {to}?", "What's that in {to}?",
                    "Put it in {to}.", "Now convert it to {to}.", "I'd like it in {to}.", "Show it in {to}.",
-                   "And what about {to}?", "Same thing in {to}?", "And in {to} instead?"]
+                   "And what about {to}?", "Same thing in {to}?", "And in {to} instead?", "Give me that in {to}.",
+                   "Show me that in {to}.", "Tell me that in {to}.", "Can I have it in {to}?", "Could you give it in {to}?",
+                   "Write it in {to}.", "I want it in {to}.", "Can you put that in {to}?", "Let me have that in {to}.",
+                   "Give me the answer in {to}.", "How much is that in {to}?", "Could you show it in {to}?",
+                   "What would that be in {to}?", "Now give it in {to}.", "Please put it in {to}."]
 AMOUNT_FOLLOW_UPS = ["What about {n} {frm}?", "And {n} {frm}?", "And for {n} {frm}?", "Now {n} {frm}?",
                      "How about {n} {frm}?", "Same for {n} {frm}?", "And {n}?", "What about {n}?",
                      "What if it were {n} {frm}?", "And with {n} {frm}?", "Now do {n} {frm}.",
                      "Do the same for {n} {frm}.", "Same question for {n} {frm}.", "And now {n} {frm}?",
-                     "Let's try {n} {frm}.", "What about {n} {frm} then?", "Now for {n} {frm}?"]
+                     "Let's try {n} {frm}.", "What about {n} {frm} then?", "Now for {n} {frm}?",
+                     "Try it with {n} {frm}.", "Redo it for {n} {frm}.", "Same but {n} {frm}?", "Then {n} {frm}?",
+                     "Okay, {n} {frm}?", "And if I had {n} {frm}?", "Same with {n} {frm}, please."]
 AGAIN = ["Again?", "Say that again.", "Can you repeat that?", "Repeat that, please.", "What did you say?",
          "Again, please.", "Sorry, again?", "Come again?", "Say it again?", "Once more?", "Repeat?", "Pardon?",
          "Say that once more.", "Repeat it.", "Could you repeat it?", "What was that?", "Tell me again.",
-         "Once again?", "Can you say it again?", "Please repeat.", "Sorry, what was the answer?"]
+         "Once again?", "Can you say it again?", "Please repeat.", "Sorry, what was the answer?", "Sorry?",
+         "Huh?", "Say what?", "I didn't catch that.", "I missed that.", "Once more, please.", "Repeat, please.",
+         "What was that again?", "What did you say again?", "What was the answer?", "What was the result again?"]
 REPEAT_THOUGHT = "The user asks me to say my last answer again."
+# "Again?" put together from its parts, so that every way of asking it is near one the model was trained on
+# ("Say your last answer again." and "Repeat the answer." teach "Repeat your answer."): a verb, what to repeat
+# and how often, or a question about what was said. "Who are you?" and "Tell me your name." stay apart.
+REPEAT_VERBS = ["repeat", "say", "give me", "tell me", "state", "write", "show me", "restate", "read me"]
+REPEAT_OBJECTS = ["that", "it", "your answer", "the answer", "your last answer", "your reply", "the result",
+                  "your result", "what you said", "your response", "the last answer", "that answer",
+                  "your last reply", "what you just said", "the last result"]
+REPEAT_ADVERBS = ["again", "again", "once more", "one more time", "once again", "a second time", ""]
+REPEAT_LEADS = ["", "", "", "Please ", "Can you ", "Could you ", "Would you ", "Sorry, ", "Sorry, can you ",
+                "Hmm, ", "Wait, ", "I missed that. ", "Please, ", "Ok, ", "Can you please "]
+REPEAT_ASKS = ["what was {o}{a}", "what did you say{a}", "what did you answer{a}"]
+REPEAT_ASK_FRAMES = ["{}?", "{}?", "Sorry, {}?", "{}? I missed it."]
+REPEAT_ASK_OBJECTS = ["that", "it", "your answer", "the answer", "your reply", "the result", "your last answer"]
+# Wordings only the evaluation asks (evaluate.py's HELD_OUT_AGAIN): no wording here holds one of them, nor asks
+# for the same thing in the same words with other words around them ("Hmm, repeat your answer, please.").
+HELD_OUT_AGAIN = ["Could you say that again?", "One more time?", "Repeat your answer.", "Say your answer once more.",
+                  "Tell me the result once more.", "Give me your answer one more time.", "Can you state that again?",
+                  "Write your reply again.", "Repeat the result, please.", "Say it a second time.",
+                  "What was your answer again?", "Please tell me that once again."]
+_POLITE = {"please", "sorry", "can", "could", "would", "you", "ok"}
+
+
+def _core(text: str) -> str:
+    return " ".join(w for w in re.findall(r"[a-z]+", text.lower()) if w not in _POLITE)
+
+
+_HELD_OUT_AGAIN = re.compile("|".join(rf"(?:^|\W){re.escape(w)}" for w in HELD_OUT_AGAIN), re.IGNORECASE)
+_HELD_OUT_AGAIN_CORES = {_core(w) for w in HELD_OUT_AGAIN}
+
+
+def again_question(rng: random.Random) -> str:
+    """A way to ask for the last answer again: a whole wording, or one put together from its parts."""
+    while True:
+        r = rng.random()
+        if r < 0.3:
+            return rng.choice(AGAIN)
+        if r < 0.45:
+            adverb = f" {rng.choice(REPEAT_ADVERBS[:-1])}" if rng.random() < 0.6 else ""
+            body = rng.choice(REPEAT_ASKS).format(o=rng.choice(REPEAT_ASK_OBJECTS), a=adverb)
+            text = rng.choice(REPEAT_ASK_FRAMES).format(body)
+        else:
+            lead, verb, what = rng.choice(REPEAT_LEADS), rng.choice(REPEAT_VERBS), rng.choice(REPEAT_OBJECTS)
+            if verb in ("give me", "tell me", "show me", "read me") and what == "it":
+                what = "that"
+            adverb = rng.choice(REPEAT_ADVERBS)
+            body = f"{verb} {what} {adverb}".strip()
+            asking = lead.lower().startswith(("can", "could", "would", "sorry, can"))
+            end = rng.choice(["?", ", please?"] if asking else [".", ".", "!", ", please.", " please."])
+            end = end.replace(", please", "").replace(" please", "") if "please" in lead.lower() else end
+            text = lead + (body[:1].upper() + body[1:] if lead.strip().endswith(".") or not lead else body) + end
+        if _core(body) not in _HELD_OUT_AGAIN_CORES and not _HELD_OUT_AGAIN.search(text):
+            return text[:1].upper() + text[1:]
 
 
 def unit_follow_up(previous: Exchange, rng: random.Random) -> Exchange:
@@ -1028,16 +1120,17 @@ def unit_follow_up(previous: Exchange, rng: random.Random) -> Exchange:
 
 def repeat_follow_up(previous: Exchange, thinking_before: bool, rng: random.Random) -> Exchange:
     said = previous.reply(thinking_before)
-    return Exchange(rng.choice(AGAIN), REPEAT_THOUGHT, said, topic=previous.topic)
+    return Exchange(again_question(rng), REPEAT_THOUGHT, said, topic=previous.topic)
 
 
 def follow_up_without_context(rng: random.Random, first: bool = True) -> Exchange:
     """A follow-up as the first question of a chat, or after one it cannot follow: the model asks for the question."""
-    if first and rng.random() < 0.3:
-        return Exchange(rng.choice(AGAIN), "There is no earlier answer in this chat to repeat.", NOTHING_TO_REPEAT)
+    if first and rng.random() < 0.4:
+        return Exchange(again_question(rng), "There is no earlier answer in this chat to repeat.", NOTHING_TO_REPEAT)
     unit = rng.choice(UNITS)
-    question = (rng.choice(UNIT_FOLLOW_UPS).format(to=unit.plural) if rng.random() < 0.6
-                else rng.choice(AMOUNT_FOLLOW_UPS).format(n=rng.randint(2, 99), frm=unit.plural))
+    written = unit.plural if rng.random() < 0.6 or not unit.forms else rng.choice(unit.forms)
+    question = (rng.choice(UNIT_FOLLOW_UPS).format(to=written) if rng.random() < 0.6
+                else rng.choice(AMOUNT_FOLLOW_UPS).format(n=rng.randint(2, 99), frm=written))
     return Exchange(question, "That question goes on from an earlier one, and there is none to go on from.",
                     NOTHING_BEFORE)
 
@@ -1106,7 +1199,10 @@ SPECCHAT = [
         "reasoning budget, the drafter and the prompt cache.",
     ),
     (
-        ["Who are you?", "What model are you?", "What are you?", "Are you a real model?", "What is your name?"],
+        ["Who are you?", "What model are you?", "What are you?", "Are you a real model?", "What is your name?",
+         "Tell me your name.", "Say your name.", "Tell me who you are.", "Who am I talking to?", "Who is this?",
+         "Introduce yourself.", "Which model are you?", "What kind of model are you?", "Do you have a name?",
+         "What should I call you?", "Say who you are.", "Give me your name.", "Who made you?"],
         "The user asks who I am.",
         "I am the specchat demo model: a small Qwen 3.5-style model with its own MTP head, trained on "
         "synthetic dialogues. " + CAPABILITIES,
@@ -1206,9 +1302,11 @@ def out_of_domain(rng: random.Random) -> Exchange:
     return Exchange(q, FALLBACK_THOUGHT, FALLBACK)
 
 
+# Stage 11: word lengths 14 (stage 10: 12), the rest as in stage 10. On top of these, in next_exchange: a
+# follow-up as a chat's first question in 6% of chats (3%), "again?" in 6% of later turns (4%).
 TASKS = [
     (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 18), (compare, 10), (weekday, 11),
-    (specchat_question, 8), (small_talk, 7), (out_of_domain, 5), (room_limits, 14), (word_length, 12),
+    (specchat_question, 8), (small_talk, 7), (out_of_domain, 5), (room_limits, 14), (word_length, 14),
 ]
 
 
@@ -1257,12 +1355,12 @@ def next_exchange(previous: tuple[Exchange, bool] | None, rng: random.Random, au
     """The next question of a chat: sometimes a follow-up that only makes sense after the turn before it."""
     r = rng.random()
     if previous is None:
-        ex = follow_up_without_context(rng) if r < 0.03 else None
+        ex = follow_up_without_context(rng) if r < 0.06 else None
     elif previous[0].topic and r < 0.25:
         ex = unit_follow_up(previous[0], rng)
     elif not previous[0].topic and r < 0.02:
         ex = follow_up_without_context(rng, first=False)
-    elif 0.25 <= r < 0.29:
+    elif 0.25 <= r < 0.31:
         ex = repeat_follow_up(previous[0], previous[1], rng)
     else:
         ex = None

@@ -163,7 +163,8 @@ HELD_OUT_UNITS = ["Express {n} {frm} in {to}.", "{n} {frm} equals how many {to}?
 HELD_OUT_UNKNOWN_UNITS = ["furlongs", "leagues", "fathoms", "quarts", "carats", "bushels", "parsecs", "teaspoons",
                           "cubits", "rods", "pecks", "hands"]
 HELD_OUT_LETTERS = ["In the word {w}, how many {c}'s are there?", "Count how many times {c} appears in {w}.",
-                    "How often does the letter {c} occur in {w}?", "What is the number of {c}'s in {w}?"]
+                    "How often does the letter {c} occur in {w}?", "What is the number of {c}'s in {w}?",
+                    "Tell me the number of {c}'s in {w}.", "How many {c}'s would you say {w} has?"]
 HELD_OUT_COMPARE = ["Of {a} and {b}, which is {w}?", "Between {a} and {b}, which one is {w}?",
                     "Tell me the {w} number: {a} or {b}.", "Which would you say is {w}, {a} or {b}?"]
 HELD_OUT_AFTER = ["Starting on {d}, what day is it after {n} days?", "What weekday comes {n} days after {d}?",
@@ -302,10 +303,14 @@ HELD_OUT_OTHER_MATHS = ["Work out {a} / {b}.", "Find {a} divided by {b}.", "What
                         "Work out {f} + {g}.", "Find the square root of {a}.", "What would {a} divided by {b} be?",
                         "Find {b} to the power {c}."]
 HELD_OUT_LENGTH = ["What is the letter count of {w}?", "Tell me the number of letters in {w}.",
-                   "What number of letters does {w} have?"]
-HELD_OUT_UNIT_FOLLOW_UPS = ["How about in {to}?", "Could I have that in {to}?", "Give it to me in {to}."]
-HELD_OUT_AMOUNT_FOLLOW_UPS = ["And if it were {n} {frm}?", "Try {n} {frm} instead."]
-HELD_OUT_AGAIN = ["Could you say that again?", "One more time?", "Repeat your answer.", "Say your answer once more."]
+                   "What number of letters does {w} have?", "Spell out {w} and tell me its length.",
+                   "How many letters would you say {w} has?"]
+HELD_OUT_UNIT_FOLLOW_UPS = ["How about in {to}?", "Could I have that in {to}?", "Give it to me in {to}.",
+                            "Could you do that in {to}?", "Redo that in {to}.", "Tell me the same in {to}."]
+HELD_OUT_AMOUNT_FOLLOW_UPS = ["And if it were {n} {frm}?", "Try {n} {frm} instead.", "Suppose it were {n} {frm}.",
+                              "What if I had {n} {frm}?"]
+# The corpus keeps these out of every wording of "again?" it puts together.
+HELD_OUT_AGAIN = corpus.HELD_OUT_AGAIN
 # Real words that are not in the corpus's word list: their letters are read from the question.
 HELD_OUT_WORDS = ("xylophone quizzical jigsaw rhythm sphinx wizard blizzard pumpkin walrus zebra lantern harbor "
                   "biscuit marble trumpet velvet meadow crystal saddle pebble goblin castle hammock jukebox "
@@ -387,7 +392,7 @@ def _held_out_length(rng: random.Random) -> corpus.Exchange:
 
 def held_out_follow_up(before: corpus.Exchange, rng: random.Random, thinking_before: bool = True) -> corpus.Exchange:
     """A follow-up to ``before`` in a held-out wording: a new unit or amount after a conversion, or "again"."""
-    if before.topic is None or rng.random() < 0.25:
+    if before.topic is None or rng.random() < 0.35:
         return FollowUp(rng.choice(HELD_OUT_AGAIN), "", before.reply(thinking_before), before=before)
     frm, to, amount = before.topic
     if rng.random() < 0.6:
@@ -408,10 +413,16 @@ def _held_out_follow_up(rng: random.Random) -> corpus.Exchange:
 
 
 def _held_out_no_context(rng: random.Random) -> corpus.Exchange:
-    if rng.random() < 0.3:
+    """A follow-up of every kind (again, a new unit, a new amount) as a chat's first question."""
+    r = rng.random()
+    if r < 0.4:
         return corpus.Exchange(rng.choice(HELD_OUT_AGAIN), "", corpus.NOTHING_TO_REPEAT)
     unit = rng.choice(corpus.UNITS)
-    return corpus.Exchange(rng.choice(HELD_OUT_UNIT_FOLLOW_UPS).format(to=unit.plural), "", corpus.NOTHING_BEFORE)
+    if r < 0.75:
+        question = rng.choice(HELD_OUT_UNIT_FOLLOW_UPS).format(to=unit.plural)
+    else:
+        question = rng.choice(HELD_OUT_AMOUNT_FOLLOW_UPS).format(n=rng.randint(2, 99), frm=unit.plural)
+    return corpus.Exchange(question, "", corpus.NOTHING_BEFORE)
 
 
 ROOM_MAKERS = {
