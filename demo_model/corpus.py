@@ -1027,8 +1027,8 @@ UNIT_FOLLOW_UPS = ["And in {to}?", "What about in {to}?", "And how many {to} is 
                    "Make that {to}.", "Convert that to {to}.", "That in {to}?", "And as {to}?", "What's that in {to}?",
                    "Put it in {to}.", "Now convert it to {to}.", "I'd like it in {to}.", "Show it in {to}.",
                    "And what about {to}?", "Same thing in {to}?", "And in {to} instead?", "Give me that in {to}.",
-                   "Show me that in {to}.", "Tell me that in {to}.", "Can I have it in {to}?", "Could you give it in {to}?",
-                   "Write it in {to}.", "I want it in {to}.", "Can you put that in {to}?", "Let me have that in {to}.",
+                   "Show me that in {to}.", "Tell me that in {to}.", "Can I have it in {to}?",
+                   "Could you give it in {to}?", "Write it in {to}.", "I want it in {to}.", "Can you put that in {to}?", "Let me have that in {to}.",
                    "Give me the answer in {to}.", "How much is that in {to}?", "Could you show it in {to}?",
                    "What would that be in {to}?", "Now give it in {to}.", "Please put it in {to}."]
 AMOUNT_FOLLOW_UPS = ["What about {n} {frm}?", "And {n} {frm}?", "And for {n} {frm}?", "Now {n} {frm}?",
