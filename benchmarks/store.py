@@ -30,7 +30,7 @@ WORDS = ("speculative decoding drafter verify block budget thinking answer cache
 
 
 def fill(store, conversations: int, exchanges: int, rng: random.Random) -> None:
-    from webapp.conversation import new_message
+    from webapp.conversations.conversation import new_message
 
     for n in range(conversations):
         parent, messages = None, []
@@ -76,7 +76,7 @@ class Served:
 
     def __init__(self, engine, data_dir: Path, store_on: bool):
         from webapp import create_app
-        from webapp.serving import make_server
+        from webapp.web.serving import make_server
 
         self.app = create_app(engine, data_dir=data_dir)
         if not store_on:
@@ -97,7 +97,7 @@ def streaming(model: str, work: Path, rounds: int) -> dict[str, list[float]]:
     """Per round: the engine's own rate, then the websocket's with the store on and off; ratios to the engine."""
     from engines import GenerationOptions
     from engines.mlx import MlxEngine
-    from benchmarks.harness import WsClient
+    from tests.support.harness import WsClient
 
     options = GenerationOptions().updated(SETTINGS)
     engine = MlxEngine(model)

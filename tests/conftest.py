@@ -7,8 +7,8 @@ from benchmarks.harness import Addresses, ServerProcess
 from engines.fake import FakeEngine
 from engines.registry import EngineSpec, create_engine
 from webapp import create_app
-from webapp.security import allowed_hosts
-from webapp.serving import make_server
+from webapp.web.security import allowed_hosts
+from webapp.web.serving import make_server
 
 ROOT = Path(__file__).resolve().parent.parent
 

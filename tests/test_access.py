@@ -16,8 +16,9 @@ from websockets.sync.client import connect
 
 from engines.fake import FakeEngine
 from tests.conftest import ROOT
-from webapp import create_app, security
+from webapp import create_app
 from webapp.cli import parse_args
+from webapp.web import security
 
 TOKEN = "t0k3n-for-the-tests_0123456789"
 TIMEOUT = 10

@@ -5,9 +5,9 @@ import json
 
 from engines import GenerationOptions
 from tests.test_bench import bench
-from webapp.bench import enough_runs, loop_lane
-from webapp.lanes import LaneRun
-from webapp.pairs import AUTO_MAX_PAIRS
+from webapp.measurement.bench import enough_runs, loop_lane
+from webapp.measurement.lanes import LaneRun
+from webapp.measurement.pairs import AUTO_MAX_PAIRS
 
 OPTIONS = GenerationOptions()
 

@@ -12,7 +12,7 @@ import requests
 from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
 from tests.test_browser_conversations import DESKTOP, PHONE, TABLET, open_page  # noqa: F401
 from tests.test_browser_race import start_race
-from webapp.store import title_of
+from webapp.conversations.store import title_of
 
 pytestmark = pytest.mark.browser
 

@@ -10,7 +10,7 @@ import pytest
 from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
 from tests.test_browser_conversations import open_page  # noqa: F401
 from tests.test_models_api import Daemon
-from webapp import models
+from webapp.web import models
 
 pytestmark = pytest.mark.browser
 

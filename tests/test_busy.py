@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from webapp.busy import THRESHOLD, CpuWatch, describe, percent
+from webapp.measurement.busy import THRESHOLD, CpuWatch, describe, percent
 from tests.wsclient import WsClient
 
 BURN_S = 60  # each burner ends itself after this, should the test not get to stop it

@@ -49,7 +49,7 @@ def test_log_level_in_any_case(tmp_path):
 def test_a_database_from_a_newer_specchat_is_refused_in_one_line(tmp_path):
     import sqlite3
 
-    from webapp.store import MIGRATIONS
+    from webapp.conversations.store import MIGRATIONS
 
     db = sqlite3.connect(tmp_path / "specchat.db")
     db.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 3}")

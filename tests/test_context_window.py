@@ -9,7 +9,7 @@ import pytest
 from engines import GenerationOptions, Message
 from engines.fake import ANSWER, FakeEngine
 from tests.wsclient import WsClient, texts
-from webapp.window import FILL, Window, fit, reply_room
+from webapp.conversations.window import FILL, Window, fit, reply_room
 
 CONTEXT_WORDS = 60
 

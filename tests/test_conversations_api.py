@@ -8,7 +8,7 @@ import requests
 
 from engines.fake import ANSWER, THINKING
 from tests.wsclient import WsClient, texts
-from webapp.conversation import SAVE_EVERY_S
+from webapp.conversations.conversation import SAVE_EVERY_S
 
 
 def chat(server, *texts_, conversation=None):

@@ -7,7 +7,7 @@ import pytest
 from engines.fake import ANSWER, THINKING, FakeEngine
 from tests.conftest import LiveServer
 from tests.wsclient import WsClient, texts
-from webapp.conversation import SAVE_EVERY_S
+from webapp.conversations.conversation import SAVE_EVERY_S
 
 
 def stored(server, conversation):

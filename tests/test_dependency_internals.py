@@ -11,7 +11,7 @@ import httpx
 import pytest
 import simple_websocket
 
-from webapp.serving import ReaderThread
+from webapp.web.serving import ReaderThread
 
 PINNED = {"simple-websocket": "1.1.0", "httpcore": "1.0.9", "waitress": "3.0.2"}
 
@@ -32,8 +32,8 @@ def _server_socket_pair():
 
 
 def test_simple_websocket_server_has_what_the_reader_thread_and_chat_use():
-    """webapp/serving.py's ReaderThread reads ``target.__self__`` and sets ``connected`` and ``event``;
-    webapp/chat.py shuts down ``sock`` to cut off a tab that stopped reading."""
+    """webapp/web/serving.py's ReaderThread reads ``target.__self__`` and sets ``connected`` and ``event``;
+    webapp/web/chat.py shuts down ``sock`` to cut off a tab that stopped reading."""
     environ, ours, theirs = _server_socket_pair()
     try:
         ws = simple_websocket.Server(environ, thread_class=ReaderThread)

@@ -15,7 +15,8 @@ import pytest
 
 from engines.fake import FakeEngine
 from engines.options import GenerationOptions
-from webapp import cli, create_app, protocol
+from webapp import cli, create_app
+from webapp.web import protocol
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"

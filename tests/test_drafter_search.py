@@ -261,7 +261,7 @@ def test_the_server_drafts_with_the_head_of_the_base_drafter_from_names(converte
 
 
 def test_the_picker_lists_the_drafter_each_headless_model_would_get(converted, hf_base, tmp_path, monkeypatch):
-    from webapp.models import listed_models
+    from webapp.web.models import listed_models
 
     headless, split = converted
     hf, cache = hf_base

@@ -100,7 +100,7 @@ def test_a_tab_loads_only_listed_models_and_fetches_nothing():
 
 
 def test_a_listed_hub_cache_model_loads_from_its_folder(tmp_path, monkeypatch):
-    from webapp.models import hf_hub_cache, hf_cache_models
+    from webapp.web.models import hf_hub_cache, hf_cache_models
 
     snapshot = hub_repo(tmp_path / "hub", "acme/drafty", WEIGHTS + MTP)
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))

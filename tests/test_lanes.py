@@ -3,8 +3,8 @@
 from engines import Answer, Done, GenerationOptions, Message, Thinking, Turn, guarded
 from engines.fake import ANSWER, THINKING, FakeEngine
 from engines.stats import rounds_from_depths
-from webapp.lanes import Lane, LaneRun, block_lane, schedule, tally
-from webapp.measures import divergence, pooled_depths, spread
+from webapp.measurement.lanes import Lane, LaneRun, block_lane, schedule, tally
+from webapp.measurement.measures import divergence, pooled_depths, spread
 
 OPTIONS = GenerationOptions()
 

@@ -3,7 +3,7 @@ runs "auto" has enough pairs; every expected value below is worked out by hand."
 
 import pytest
 
-from webapp.pairs import coverage, judged, median_interval, settled
+from webapp.measurement.pairs import coverage, judged, median_interval, settled
 
 
 def test_coverage_of_the_order_statistic_interval():

@@ -14,7 +14,7 @@ from safetensors.numpy import save_file
 
 from demo_model import DEFAULT_MODEL
 from tests.fault_peer import send_json
-from webapp import models
+from webapp.web import models
 
 
 def write_checkpoint(folder: Path, tensors: list[str], config: dict | None = None, shards: int = 1) -> None:

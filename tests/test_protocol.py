@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from webapp import protocol
 from webapp.errors import ClientError
+from webapp.web import protocol
 
 
 def test_chat_frame_parses_with_extra_fields():

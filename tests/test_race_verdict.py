@@ -7,7 +7,7 @@ import requests
 from engines.fake import FakeEngine
 from tests.conftest import LiveServer
 from tests.wsclient import WsClient
-from webapp.pairs import coverage, settled
+from webapp.measurement.pairs import coverage, settled
 
 
 class Alternating(FakeEngine):

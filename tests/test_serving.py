@@ -1,4 +1,4 @@
-"""webapp.serving: a real server on 127.0.0.1 (port 0) in a thread, real clients.
+"""webapp.web.serving: a real server on 127.0.0.1 (port 0) in a thread, real clients.
 
 Every client call has a timeout and every server is stopped (its run() thread
 joined) by the fixture, so a regression fails a test instead of hanging it.
@@ -21,7 +21,7 @@ from flask_sock import Sock
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from webapp.serving import make_server
+from webapp.web.serving import make_server
 
 TIMEOUT = 5  # seconds; for any single client operation
 

@@ -4,7 +4,7 @@ import requests
 
 from engines.options import GenerationOptions
 from webapp.errors import ClientError
-from webapp.settings import SettingsStore
+from webapp.hosting.settings import SettingsStore
 from tests.wsclient import WsClient
 
 
@@ -58,7 +58,7 @@ def bad_copies(folder):
 @pytest.mark.parametrize("content", [b"[1, 2]", b"null", b'"hello"', b"{oops", b"7"])
 def test_a_file_that_is_no_settings_object_is_set_aside(tmp_path, caplog, content):
     (tmp_path / "settings.json").write_bytes(content)
-    with caplog.at_level("WARNING", logger="webapp.settings"):
+    with caplog.at_level("WARNING", logger="webapp.hosting.settings"):
         store = SettingsStore(tmp_path)
     assert store.current == GenerationOptions()
     [bad] = bad_copies(tmp_path)
@@ -70,7 +70,7 @@ def test_one_bad_value_keeps_the_others(tmp_path, caplog):
     saved = {"reasoning_budget": 7, "max_tokens": -5, "system_prompt": "Be brief.", "temperature": "hot",
              "gone_setting": 1}
     (tmp_path / "settings.json").write_bytes(orjson.dumps(saved))
-    with caplog.at_level("WARNING", logger="webapp.settings"):
+    with caplog.at_level("WARNING", logger="webapp.hosting.settings"):
         store = SettingsStore(tmp_path)
     defaults = GenerationOptions()
     assert (store.current.reasoning_budget, store.current.system_prompt) == (7, "Be brief.")

@@ -12,14 +12,14 @@ from websockets.exceptions import ConnectionClosed
 
 from engines.fake import FakeEngine
 from engines.registry import EngineSpec
-from webapp import conversation as conversation_module
-from webapp.baseline import Baselines
-from webapp.conversation import Conversation, Said, new_message
+from webapp.conversations import conversation as conversation_module
+from webapp.conversations.conversation import Conversation, Said, new_message
+from webapp.conversations.store import Store
 from webapp.errors import ClientError
-from webapp.host import EngineHost
-from webapp.receipts import Receipts
-from webapp.settings import SettingsStore
-from webapp.store import Store
+from webapp.hosting.host import EngineHost
+from webapp.hosting.settings import SettingsStore
+from webapp.measurement.baseline import Baselines
+from webapp.measurement.receipts import Receipts
 from tests.wsclient import WsClient
 
 

@@ -9,7 +9,7 @@ import requests
 
 from tests.test_serving import RawWebSocket
 from tests.wsclient import WsClient
-from webapp.chat import ChatSession
+from webapp.web.chat import ChatSession
 
 PROMPT = "x" * 32000  # each settings broadcast carries it: about 32 KB a frame
 ROUND_TRIP_S = 2.0  # a settings change seen back by its own tab, or a POST /api/settings, within this

@@ -4,8 +4,8 @@ import sqlite3
 
 import pytest
 
-from webapp import store as store_module
-from webapp.store import MIGRATIONS, Store, StoreError, now, title_of
+from webapp.conversations import store as store_module
+from webapp.conversations.store import MIGRATIONS, Store, StoreError, now, title_of
 
 
 def message(id, parent, role="user", content="hello", **fields):

@@ -28,14 +28,14 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     """
     from engines.registry import TabPolicy
 
-    from . import api, models, pages, security
-    from .baseline import Baselines
-    from .host import EngineHost
-    from .receipts import Receipts
-    from .serving import ReaderThread
-    from .settings import SettingsStore
-    from .store import Store
-    from .ws import sock
+    from .conversations.store import Store
+    from .hosting.host import EngineHost
+    from .hosting.settings import SettingsStore
+    from .measurement.baseline import Baselines
+    from .measurement.receipts import Receipts
+    from .web import api, models, pages, security
+    from .web.serving import ReaderThread
+    from .web.ws import sock
 
     app = Flask(
         __name__,

@@ -135,7 +135,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:
-        from .bench import main as bench
+        from .measurement.bench import main as bench
 
         return bench(argv[1:])
     if argv[:1] == ["drafter"]:
@@ -173,9 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         log.info("BLAS: %s", blas_in_use())
 
     from . import create_app
-    from .security import allowed_hosts
-    from .serving import make_server
-    from .store import StoreError
+    from .conversations.store import StoreError
+    from .web.security import allowed_hosts
+    from .web.serving import make_server
 
     try:
         app = create_app(engine, data_dir=data_dir, spec=spec, engine_factory=factory,

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from engines import Engine, EngineError, GenerationOptions, Message
 
+from ..conversations.conversation import Conversation, Said, new_message, produced_by
+from ..errors import ClientError
+from ..hosting.host import EngineHost
+from ..web.protocol import RaceFrame, SweepFrame
 from .busy import CpuWatch
-from .conversation import Conversation, Said, new_message, produced_by
-from .errors import ClientError
-from .host import EngineHost
 from .lanes import Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule, tally
 from .pairs import AUTO_MAX_PAIRS, settled
-from .protocol import RaceFrame, SweepFrame
 
 log = logging.getLogger(__name__)
 # The summary of a contest that broke off unexpectedly: its frame still comes, with this error.

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING
 from engines import Engine, EngineInfo
 from engines.registry import NAMES, EngineSpec, TabPolicy
 
-from .baseline import Baselines
-from .conversation import Conversations
+from ..conversations.conversation import Conversations
+from ..conversations.store import Store
+from ..measurement.baseline import Baselines
+from ..measurement.receipts import Receipts
 from .engine_lifecycle import EngineLifecycle
 from .exclusive import CALIBRATION_YIELD_S, ExclusiveUse
-from .receipts import Receipts
 from .settings import SettingsStore
-from .store import Store
 from .tabs import Tabs
 
 if TYPE_CHECKING:
-    from .chat import ChatSession
+    from ..web.chat import ChatSession
 
 
 class EngineHost:

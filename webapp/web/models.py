@@ -21,7 +21,7 @@ from engines.mlx.checkpoints import (Listed, has_bundled_mtp, hf_hub_cache, hub_
 from engines.mlx.drafter_search import DrafterSearch, available_drafter
 from engines.registry import MTPLX_URL, TabPolicy
 
-from .errors import ClientError, error_body
+from ..errors import ClientError, error_body
 
 bp = Blueprint("models", __name__, url_prefix="/api")
 PROBE_TIMEOUT_S = 1.0

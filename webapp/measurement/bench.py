@@ -14,8 +14,8 @@ from pathlib import Path
 import orjson
 from pydantic import ValidationError
 
-from .blas import blas_argument
-from .errors import describe_validation
+from ..blas import blas_argument
+from ..errors import describe_validation
 
 DEFAULT_PROMPT = "What is 4821 + 3977?"
 BAR_WIDTH = 24
@@ -179,7 +179,7 @@ def main(argv: list[str]) -> int:
     except BadArguments as exc:
         print(f"specchat bench: {exc}", file=sys.stderr)
         return 2
-    from .blas import ensure_fast_blas
+    from ..blas import ensure_fast_blas
 
     ensure_fast_blas(args.blas, ["bench", *argv])
     return run(args, options)

@@ -18,7 +18,7 @@ from urllib.parse import urlencode, urlsplit
 from flask import current_app, g, jsonify, redirect, request
 from markupsafe import Markup
 
-from .errors import error_body
+from ..errors import error_body
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
 COOKIE = "specchat_token"

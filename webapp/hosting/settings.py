@@ -13,8 +13,8 @@ from pydantic import ValidationError
 
 from engines.options import GenerationOptions
 
-from .atomic import write_json
-from .errors import ClientError, describe_validation
+from ..atomic import write_json
+from ..errors import ClientError, describe_validation
 
 log = logging.getLogger(__name__)
 

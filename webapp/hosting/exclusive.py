@@ -7,10 +7,10 @@ import threading
 
 from engines import Engine, EngineError, GenerationOptions
 
-from .baseline import Baselines, calibrate
-from .busy import CpuWatch
-from .errors import ClientError
-from .lanes import Relay
+from ..errors import ClientError
+from ..measurement.baseline import Baselines, calibrate
+from ..measurement.busy import CpuWatch
+from ..measurement.lanes import Relay
 
 CALIBRATION_YIELD_S = 10.0  # how long a message waits for a calibration to stop at its next token
 

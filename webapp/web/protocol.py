@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
-from .errors import ClientError, describe_validation
+from ..errors import ClientError, describe_validation
 
 PROTOCOL = 1
 MAX_FRAME_BYTES = 1 << 20

@@ -19,8 +19,8 @@ from typing import Protocol
 
 from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Message, Thinking, Turn, guarded
 
-from .busy import CpuWatch
-from .errors import ClientError
+from ..errors import ClientError
+from ..measurement.busy import CpuWatch
 from .frames import reply_frame
 from .store import Store, new_id, now
 from .window import Window, fit

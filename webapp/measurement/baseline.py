@@ -15,7 +15,7 @@ import orjson
 
 from engines import Engine, EngineInfo, GenerationOptions, Message
 
-from .atomic import write_json
+from ..atomic import write_json
 from .lanes import Lane, LaneReply, LaneRun, Relay, run_lanes
 
 log = logging.getLogger(__name__)

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .blas import blas_library
+from ..blas import blas_library
 
 PACKAGES = ("specchat", "mlx", "mlx-vlm")
 

@@ -10,11 +10,11 @@ from werkzeug.exceptions import HTTPException
 
 from engines import EngineError, GenerationOptions
 
-from .errors import ClientError, error_body
-from .exports import branch_markdown, export_json, imported, parse_import
+from ..conversations.exports import branch_markdown, export_json, imported, parse_import
+from ..conversations.store import parse_time
+from ..errors import ClientError, error_body
+from ..measurement.receipts import markdown
 from .protocol import CONTEST_ID
-from .receipts import markdown
-from .store import parse_time
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 MAX_LIST = 200

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from engines import Engine, EngineError
 from engines.registry import NAMES, EngineSpec, TabPolicy
 
-from .errors import ClientError, describe_validation
+from ..errors import ClientError, describe_validation
 from .settings import SettingsStore
 
 log = logging.getLogger(__name__)

@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .chat import ChatSession
+    from ..web.chat import ChatSession
 
 
 class Tabs:

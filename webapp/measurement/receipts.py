@@ -15,9 +15,9 @@ import orjson
 from engines import EngineInfo, GenerationOptions
 from engines.registry import EngineSpec
 
-from .atomic import write_json
-from .lanes import ran_on
+from ..atomic import write_json
 from .busy import describe
+from .lanes import ran_on
 from .machine import machine, versions
 
 log = logging.getLogger(__name__)

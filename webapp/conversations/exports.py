@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ClientError, describe_validation
+from ..errors import ClientError, describe_validation
 from .store import parse_time, title_of
 
 FORMAT = "specchat.conversation"

@@ -12,12 +12,12 @@ import orjson
 
 from engines import EngineError, Event, Turn
 
+from ..conversations.conversation import CONTINUABLE, Conversation, new_message, produced_by
+from ..conversations.window import Window
+from ..errors import ClientError, error_frame
+from ..hosting.host import EngineHost
+from ..measurement.race import start_race, start_sweep
 from . import protocol
-from .conversation import CONTINUABLE, Conversation, new_message, produced_by
-from .errors import ClientError, error_frame
-from .host import EngineHost
-from .race import start_race, start_sweep
-from .window import Window
 
 log = logging.getLogger(__name__)
 

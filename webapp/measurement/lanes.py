@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from engines import Answer, Done, Engine, EngineError, GenerationOptions, Message, Thinking, Turn, guarded
 
-from .frames import done_frame, reply_frame
+from ..conversations.frames import done_frame, reply_frame
 from .measures import divergence, pooled_depths, ratios, spread
 from .pairs import judged
 
