@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from . import architecture
-from .checkpoint_files import checkpoint_config, random_parameters, special_ids
-from .tiny import build_tokenizer, word_mask
+from .checkpoint_files import checkpoint_config, special_ids
+from .tiny import build_tokenizer, printable_parameters
 
 VOCAB_SIZE = 2048
 # The MLX names of the norms mlx-vlm loads with +1 (zero-centred in the Hugging Face layout): the
@@ -109,16 +109,11 @@ def shard_plan(keys: list[str], shards: int) -> dict[str, str]:
 def mlx_parameters(folder: Path, seed: int = 0) -> tuple[dict, dict]:
     """(config, parameters) in MLX layout, as mlx-vlm's modules hold them, for the tokenizer in ``folder``:
     what build_hf_checkpoint writes, before it rewrites them to the Hugging Face layout."""
-    import mlx.core as mx
     from tokenizers import Tokenizer
 
     ids = special_ids(Tokenizer.from_file(str(folder / "tokenizer.json")))
     config = checkpoint_config(ids, text_config(ids["vocab_size"]))
-    weights = random_parameters(config, seed)
-    # As in demo_model.tiny: a zero embedding row gives a zero logit, so greedy output stays printable.
-    key = "language_model.model.embed_tokens.weight"
-    weights[key] = weights[key] * mx.array(word_mask(folder))[:, None]
-    return config, weights
+    return config, printable_parameters(config, seed, folder)
 
 
 def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: bool = True, shards: int = 3,

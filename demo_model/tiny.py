@@ -86,8 +86,6 @@ def word_mask(out: Path) -> list[float]:
 def build_tiny_checkpoint(out: str | Path, seed: int = 0, moe: bool = False) -> Path:
     """Write a complete tiny checkpoint to ``out`` (replacing it) and return its path; ``moe``: a
     ``qwen3_5_moe`` one (``moe_text_config``)."""
-    import mlx.core as mx
-
     out = fresh_folder(out)
     ids = build_tokenizer(out)
     # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
@@ -95,13 +93,22 @@ def build_tiny_checkpoint(out: str | Path, seed: int = 0, moe: bool = False) -> 
     if moe:
         config |= {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
                    "vision_config": config["vision_config"] | {"model_type": "qwen3_5_moe"}}
-    weights = random_parameters(config, seed)
-    # Random weights would often pick byte fragments that never decode to text. With tied
-    # embeddings, a zero row gives a zero logit, so greedy decoding keeps to printable tokens.
-    key = "language_model.model.embed_tokens.weight"
-    weights[key] = weights[key] * mx.array(word_mask(out))[:, None]
-    save_checkpoint(out, config, weights)
+    save_checkpoint(out, config, printable_parameters(config, seed, out))
     return out
+
+
+def printable_parameters(config: dict, seed: int, folder: Path) -> dict:
+    """Random parameters for ``config`` whose greedy output is printable with the tokenizer in ``folder``.
+
+    Random weights would often pick byte fragments that never decode to text. With tied embeddings, a zero
+    row gives a zero logit, so greedy decoding keeps to printable tokens.
+    """
+    import mlx.core as mx
+
+    weights = random_parameters(config, seed)
+    key = "language_model.model.embed_tokens.weight"
+    weights[key] = weights[key] * mx.array(word_mask(folder))[:, None]
+    return weights
 
 
 def moe_text_config(vocab_size: int) -> dict:
