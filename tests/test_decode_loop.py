@@ -74,17 +74,18 @@ def test_own_loop_matches_mlx_vlm_greedy(demo):
 def test_fused_rotation_equals_mlx_vlms_mrope_on_text_positions(demo, dtype):
     import mlx.core as mx
 
-    from engines.mlx.stepper import _rotate, rope_periods
+    from dataclasses import replace
 
-    attn = next(layer for layer in demo.model.language_model.model.layers if not layer.is_linear).self_attn
-    periods = rope_periods(attn.rotary_emb)
-    assert periods is not None
+    from engines.mlx.stepper import _rotate
+
+    attn = next(layer.mixer for layer in Decoder(demo.model).target.layers if not layer.is_linear)
+    assert attn.rotary.periods is not None
     queries = mx.random.normal((1, 4, 5, attn.head_dim), key=mx.random.key(1)).astype(getattr(mx, dtype))
     keys = mx.random.normal((1, 2, 5, attn.head_dim), key=mx.random.key(2)).astype(getattr(mx, dtype))
     positions = (mx.arange(5, dtype=mx.int32) + 700)[None]
     ids = mx.broadcast_to(positions[None], (3, *positions.shape))
-    fused = _rotate(attn, periods, queries, keys, positions, ids)
-    theirs = _rotate(attn, None, queries, keys, positions, ids)
+    fused = _rotate(attn.rotary, queries, keys, positions, ids)
+    theirs = _rotate(replace(attn.rotary, periods=None), queries, keys, positions, ids)
     assert not mx.array_equal(fused[0], queries)  # it rotates
     for ours, reference in zip(fused, theirs):
         assert mx.allclose(ours.astype(mx.float32), reference.astype(mx.float32), atol=1e-5).item()

@@ -88,7 +88,7 @@ def test_quantized_layers_run_as_their_modules_off_cuda():
 
     layers = [nn.QuantizedLinear(256, n, bias=False, group_size=64, bits=4) for n in (48, 16, 16)]
     x = mx.random.normal((1, 3, 256))
-    group = linear.Group(*layers)
+    group = linear.Group(*map(linear.Linear.of, layers))
     assert group.weight is None and not applies(x, layers[0].weight, layers[0].scales, layers[0].biases, 64, 4)
     for layer, out in zip(layers, group(x)):
         assert mx.array_equal(out, layer(x))
@@ -145,11 +145,11 @@ def test_quantized_layers_and_their_stack_run_the_kernel():
         layer.update({"scales": layer.scales.astype(mx.bfloat16), "biases": layer.biases.astype(mx.bfloat16)})
     originals = [dict(layer.parameters()) for layer in layers]
     x = mx.random.normal((1, 4, 512)).astype(mx.bfloat16)
-    alone = [linear.linear(layer, x) for layer in layers]
-    group = linear.Group(*layers)
+    alone = [linear.Linear.of(layer)(x) for layer in layers]
+    group = linear.Group(*map(linear.Linear.of, layers))
     assert group.weight is not None and group.quantized == (64, 4)
     for layer, original, ours, by_itself in zip(layers, originals, group(x), alone):
-        assert all(mx.array_equal(layer[name], original[name]) for name in original)  # views of the stack
+        assert all(mx.array_equal(layer[name], original[name]) for name in original)  # left as they were
         assert mx.array_equal(ours, by_itself)  # stacking changes no row's arithmetic
         theirs = _theirs(x, original["weight"], original["scales"], original["biases"], 64, 4)
         magnitude = _magnitude(x, original["weight"], original["scales"], original["biases"], 64, 4)
@@ -157,5 +157,5 @@ def test_quantized_layers_and_their_stack_run_the_kernel():
     biased = nn.QuantizedLinear(512, 64, bias=True, group_size=64, bits=8)  # float32 scales, bfloat16 input
     exact = _theirs(x, biased.weight, biased.scales, biased.biases, 64, 8)
     magnitude = _magnitude(x, biased.weight, biased.scales, biased.biases, 64, 8).reshape(exact.shape)
-    error = mx.abs(linear.linear(biased, x) - (exact + biased.bias))
+    error = mx.abs(linear.Linear.of(biased)(x) - (exact + biased.bias))
     assert (error <= 2**-7 * mx.abs(exact) + 1e-5 * magnitude).all().item()

@@ -52,8 +52,11 @@ class Decoder:
     """Runs turns on one model (and its MTP head, when there is one)."""
 
     def __init__(self, model, drafter=None):
-        self.target = TargetStepper(model)
-        self.drafter = DrafterStepper(drafter, self.target) if drafter is not None else None
+        """On mlx-vlm's ``model`` and MTP head ``drafter``, whose parts the seam copies once (qwen35.py)."""
+        from . import qwen35
+
+        self.target = TargetStepper(qwen35.body(model))
+        self.drafter = DrafterStepper(qwen35.mtp_head(drafter), self.target) if drafter is not None else None
 
     def new_state(self) -> DecodeState:
         return DecodeState(self.target.new_caches(), self.drafter.new_caches() if self.drafter else None)

@@ -14,14 +14,21 @@ for a row whatever the number of rows beside it.
 Layers that read the same input (query, key and value; the gated-delta input
 projections; gate and up) run as one product over their stacked weights, on
 every device: one call instead of two to four, each of which costs a BLAS or
-kernel launch's overhead. The layers' own weights become views of the stack, so
-no memory is added and mlx-vlm's modules keep working on the same numbers.
-Quantized layers are stacked only on CUDA, where the stack runs specchat's kernel.
+kernel launch's overhead. The stack is specchat's own array; the seam
+(qwen35.py) makes the layers' own weights views of it, so no memory is added
+and mlx-vlm's modules keep working on the same numbers. Quantized layers are
+stacked only on CUDA, where the stack runs specchat's kernel.
+
+A layer comes as a ``Linear`` record (its arrays, and the layer to call for
+any kind specchat does not compute itself), never as the module.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from . import quantized_skinny, skinny
 
@@ -69,72 +76,99 @@ def quantized_product(x, weight, scales, biases, group_size: int, bits: int, mod
                                   bits=bits, mode=mode)
 
 
-def _quantized_served(layer) -> bool:
-    """A quantized layer (linear, or an embedding used as the output projection) that runs here instead of
-    as its module: on CUDA only, so that every other device computes exactly what mlx-vlm computes."""
-    import mlx.nn as nn
+@dataclass(frozen=True, eq=False)
+class Linear:
+    """One linear layer as a step computes it: the arrays of its product when specchat computes it (a float
+    layer; an affine-quantized one on CUDA), and ``call``, the layer as its library runs it, for any other."""
 
-    from .recurrence import use_cuda_kernel
+    call: Callable
+    weight: Any = None  # float (out, in), or a quantized layer's packed codes
+    bias: Any = None
+    scales: Any = None  # set for a quantized layer
+    biases: Any = None
+    group_size: int = 0
+    bits: int = 0
+    mode: str = "affine"
 
-    return type(layer) in (nn.QuantizedLinear, nn.QuantizedEmbedding) and use_cuda_kernel()
+    @classmethod
+    def of(cls, module, call: Callable | None = None) -> "Linear":
+        """The record of an MLX ``nn.Linear`` or ``nn.QuantizedLinear`` (or an embedding used as the output
+        projection, with ``call`` its library's product); any other module is only called."""
+        import mlx.nn as nn
 
+        call = call or module
+        if type(module) in (nn.Linear, nn.Embedding):
+            return cls(call, module["weight"], module.get("bias"))
+        if type(module) in (nn.QuantizedLinear, nn.QuantizedEmbedding):
+            return cls(call, module["weight"], module.get("bias"), module["scales"], module.get("biases"),
+                       module.group_size, module.bits, module.mode)
+        return cls(call)
 
-def _as_quantized_linear(layer, x):
-    return quantized_product(x, layer["weight"], layer["scales"], layer.get("biases"), layer.group_size,
-                             layer.bits, layer.mode)
+    @property
+    def out_features(self) -> int | None:
+        return None if self.weight is None else self.weight.shape[0]
 
+    @property
+    def served(self) -> bool:
+        """Whether specchat computes the product: a float layer, or a quantized one on CUDA only, so that every
+        other device computes exactly what mlx-vlm computes."""
+        from .recurrence import use_cuda_kernel
 
-def linear(layer, x):
-    """``layer(x)`` for an ``nn.Linear``, or an ``nn.QuantizedLinear`` on CUDA (any other module is called
-    as it is)."""
-    import mlx.nn as nn
+        return self.weight is not None and (self.scales is None or use_cuda_kernel())
 
-    if type(layer) is nn.Linear:
-        out = product(layer.weight, x)
-    elif type(layer) is nn.QuantizedLinear and _quantized_served(layer):
-        out = _as_quantized_linear(layer, x)
-    else:
-        return layer(x)
-    return out + layer.bias if "bias" in layer else out
+    def __call__(self, x):
+        if not self.served:
+            return self.call(x)
+        if self.scales is None:
+            out = product(self.weight, x)
+        else:
+            out = quantized_product(x, self.weight, self.scales, self.biases, self.group_size, self.bits, self.mode)
+        return out if self.bias is None else out + self.bias
 
 
 class Group:
-    """Linear layers that read the same input, called as one; their outputs come back in order."""
+    """Linear layers that read the same input, called as one; their outputs come back in order.
 
-    def __init__(self, *layers):
-        import mlx.nn as nn
+    The stack is specchat's own array; ``views`` gives each layer's rows of it."""
 
+    def __init__(self, *layers: Linear):
         mx = _mx()
-        self.layers = layers
+        self.layers: tuple[Linear, ...] = layers
         self.weight, self.splits, self.quantized = None, [], None
-        if len(layers) < 2 or any("bias" in layer for layer in layers):
+        if len(layers) < 2 or any(layer.bias is not None or not layer.served for layer in layers):
             return
-        if all(type(layer) is nn.Linear for layer in layers):
+        if all(layer.scales is None for layer in layers):
             names = ("weight",)
             if len({(layer.weight.shape[1], layer.weight.dtype) for layer in layers}) != 1:
                 return
-        elif all(type(layer) is nn.QuantizedLinear and _quantized_served(layer) for layer in layers):
+        elif all(layer.scales is not None for layer in layers):
             names = ("weight", "scales", "biases")
             settings = {(layer.weight.shape[1], layer.group_size, layer.bits, layer.mode, layer.scales.dtype,
-                         layer.get("biases") is not None) for layer in layers}
-            if len(settings) != 1 or layers[0].mode != "affine" or "biases" not in layers[0]:
+                         layer.biases is not None) for layer in layers}
+            if len(settings) != 1 or layers[0].mode != "affine" or layers[0].biases is None:
                 return
             self.quantized = (layers[0].group_size, layers[0].bits)
         else:
             return
-        stacks = {name: mx.concatenate([layer[name] for layer in layers]) for name in names}
+        stacks = {name: mx.concatenate([getattr(layer, name) for layer in layers]) for name in names}
         mx.eval(stacks)
-        ends = list(itertools.accumulate(layer.weight.shape[0] for layer in layers))
-        for layer, start, end in zip(layers, [0, *ends], ends):
-            for name, stack in stacks.items():
-                layer[name] = stack[start:end]  # a view: the separate copy is freed
-        mx.eval([layer[name] for layer in layers for name in names])
         self.weight, self.scales, self.biases = (stacks.get(name) for name in ("weight", "scales", "biases"))
+        ends = list(itertools.accumulate(layer.out_features for layer in layers))
+        self._rows = list(zip([0, *ends], ends))
         self.splits = ends[:-1]
+        self.layers = ()  # the stack serves them: holding their arrays too would keep a second copy alive
+
+    def views(self) -> list[dict]:
+        """Per layer, its arrays as views of the stack ({name: array}); none when nothing was stacked."""
+        if self.weight is None:
+            return []
+        stacks = {name: getattr(self, name) for name in ("weight", "scales", "biases")
+                  if getattr(self, name) is not None}
+        return [{name: stack[start:end] for name, stack in stacks.items()} for start, end in self._rows]
 
     def __call__(self, x) -> list:
         if self.weight is None:
-            return [linear(layer, x) for layer in self.layers]
+            return [layer(x) for layer in self.layers]
         if self.quantized is None:
             out = product(self.weight, x)
         else:
@@ -142,39 +176,19 @@ class Group:
         return _mx().split(out, self.splits, axis=-1)
 
 
-def mlp_group(module) -> Group | None:
-    """The gate and up projections of a gated feed-forward block, or None for any other block."""
-    import mlx.nn as nn
+@dataclass(frozen=True, eq=False)
+class FeedForward:
+    """A feed-forward block: a gated dense one as gate and up in one product, then down; any other (a sparse
+    one, or a quantized one off CUDA) called as it is."""
 
-    layers = [getattr(module, name, None) for name in ("gate_proj", "up_proj", "down_proj")]
-    if not all(type(layer) is nn.Linear or _quantized_served(layer) for layer in layers):
-        return None
-    return Group(*layers[:2])
+    call: Callable
+    gate_up: Group | None = None
+    down: Linear | None = None
 
+    def __call__(self, x):
+        from .qwen35 import swiglu
 
-def mlp(module, gate_up: Group | None, x):
-    """A gated feed-forward block (``gate_up`` from ``mlp_group``), or any other block as it is."""
-    from .qwen35 import swiglu
-
-    if gate_up is None:
-        return module(x)
-    gate, up = gate_up(x)
-    return linear(module.down_proj, swiglu(gate, up))
-
-
-def lm_head(lm, hidden):
-    """The LM head over ``hidden``: the tied embedding or the output projection."""
-    import mlx.nn as nn
-
-    from .qwen35 import library_logits, tied_embeddings
-
-    embed = lm.model.embed_tokens
-    if tied_embeddings(lm):
-        if type(embed) is nn.Embedding:
-            return product(embed.weight, hidden)
-        if type(embed) is nn.QuantizedEmbedding and _quantized_served(embed):
-            return _as_quantized_linear(embed, hidden)
-        return library_logits(lm, hidden)
-    if type(lm.lm_head) is nn.Linear or (type(lm.lm_head) is nn.QuantizedLinear and _quantized_served(lm.lm_head)):
-        return linear(lm.lm_head, hidden)
-    return library_logits(lm, hidden)
+        if self.gate_up is None:
+            return self.call(x)
+        gate, up = self.gate_up(x)
+        return self.down(swiglu(gate, up))

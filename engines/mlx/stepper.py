@@ -1,8 +1,9 @@
 """Qwen 3.5 forward passes as pure, compiled functions over fixed-size caches.
 
-mlx-vlm's modules hold the weights (read through qwen35.py, which checks at
-load that these steps compute what mlx-vlm's forward does); this module only
-changes how a step is run. Each cache is a plain array: attention keys and values live in buffers of
+The model comes as specchat's own parts (parts.py), which qwen35.py copies
+from mlx-vlm's modules at load, checking that these steps compute what
+mlx-vlm's forward does; this module only changes how a step is run. Each
+cache is a plain array: attention keys and values live in buffers of
 a fixed capacity written at a position (so a rejected draft is undone by not
 advancing the offset), and the gated-delta layers return their recurrent state
 after every position of a block (so partial acceptance picks the state after
@@ -13,10 +14,10 @@ caller needs a token.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from .linear import Group, linear, lm_head, mlp, mlp_group
+from .parts import Attention, Body, GatedDelta, MtpHead, Rotary
 from .sampling import probabilities, sample
 
 CAPACITY_STEP = 1024  # attention buffers grow by this many positions
@@ -79,57 +80,22 @@ class VerifyResult:
     layers: list[tuple[Any, Any]]  # attention buffers written; linear: (conv input, states per position)
 
 
-def activation_dtype(lm):
-    """The dtype the checkpoint computes in, which its caches then hold: what its embedding returns (a
-    quantized one returns its scales' dtype), else its final norm's weight (never quantized), else the
-    config's ``torch_dtype``/``dtype``. A cache in another dtype rounds every key and value it stores,
-    and the output drifts from mlx-vlm's own from the first token on some prompts."""
-    mx = _mx()
-    floats = (mx.float32, mx.float16, mx.bfloat16)
-    embed, args = lm.model.embed_tokens, getattr(lm, "args", None)
-    named = (getattr(args, "torch_dtype", None) or getattr(args, "dtype", None)) if args is not None else None
-    norm = getattr(lm.model.norm, "weight", None)
-    for tensor in (getattr(embed, "weight", None), getattr(embed, "scales", None), norm):
-        if tensor is not None and tensor.dtype in floats:
-            return tensor.dtype
-    return getattr(mx, named) if isinstance(named, str) and getattr(mx, named, None) in floats else mx.bfloat16
-
-
 def _attention_mask(positions, capacity: int):
     mx = _mx()
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
 
 
-def rope_periods(rotary):
-    """The periods (1 / inverse frequency) to rotate text with one fused kernel, or None to use the module.
-
-    A text run's positions are the same in every MRoPE section, which makes MRoPE plain rotary
-    embedding over the first ``rotary.dim`` features, halves paired; mlx-vlm's own path builds the
-    cosines and sines from the position ids in a dozen small operations per attention layer (on an
-    H200, a 4.1B head's attention block took 0.42 ms with them, 0.36 ms fused). The values are the same
-    (a test compares them; bit for bit in bfloat16)."""
-    mx = _mx()
-    plain = (getattr(rotary, "pairing", None) == "half_split" and getattr(rotary, "attention_scaling", None) == 1.0
-             and getattr(rotary, "inv_freq", None) is not None)
-    if not plain:
-        return None
-    periods = 1.0 / rotary.inv_freq.astype(mx.float32)
-    mx.eval(periods)
-    return periods
-
-
-def _rotate(attn, periods, queries, keys, positions, position_ids):
+def _rotate(rotary: Rotary, queries, keys, positions, position_ids):
     """Rotary embedding of ``queries`` and ``keys`` (heads first) at ``positions``, consecutive."""
     mx = _mx()
-    rotary = attn.rotary_emb
-    if periods is None:
-        return rotary.apply_rotary(queries, keys, position_ids, unsqueeze_dim=1)
+    if rotary.periods is None:
+        return rotary.apply(queries, keys, position_ids, unsqueeze_dim=1)
     start = positions[0, 0]
-    return tuple(mx.fast.rope(t, rotary.dim, traditional=False, base=None, scale=1.0, offset=start, freqs=periods)
-                 for t in (queries, keys))
+    return tuple(mx.fast.rope(t, rotary.dims, traditional=False, base=None, scale=1.0, offset=start,
+                              freqs=rotary.periods) for t in (queries, keys))
 
 
-def _attend(attn, qkv: Group, periods, x, positions, position_ids, keys_buf, values_buf, mask,
+def _attend(attn: Attention, x, positions, position_ids, keys_buf, values_buf, mask,
             visible: int | None = None, keep: int | None = None):
     """One Qwen 3.5 attention block over a buffer; returns (output, keys, values).
 
@@ -139,13 +105,13 @@ def _attend(attn, qkv: Group, periods, x, positions, position_ids, keys_buf, val
     """
     mx = _mx()
     B, L, _ = x.shape
-    q_out, k_out, v_out = qkv(x)
-    queries, gate = mx.split(q_out.reshape(B, L, attn.num_attention_heads, -1), 2, axis=-1)
+    q_out, k_out, v_out = attn.qkv(x)
+    queries, gate = mx.split(q_out.reshape(B, L, attn.heads, -1), 2, axis=-1)
     gate = gate.reshape(B, L, -1)
     queries = attn.q_norm(queries).transpose(0, 2, 1, 3)
-    keys = attn.k_norm(k_out.reshape(B, L, attn.num_key_value_heads, -1)).transpose(0, 2, 1, 3)
-    values = v_out.reshape(B, L, attn.num_key_value_heads, -1).transpose(0, 2, 1, 3)
-    queries, keys = _rotate(attn, periods, queries, keys, positions, position_ids)
+    keys = attn.k_norm(k_out.reshape(B, L, attn.kv_heads, -1)).transpose(0, 2, 1, 3)
+    values = v_out.reshape(B, L, attn.kv_heads, -1).transpose(0, 2, 1, 3)
+    queries, keys = _rotate(attn.rotary, queries, keys, positions, position_ids)
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
     values_buf = mx.slice_update(values_buf, values.astype(values_buf.dtype), at, axes=(2,))
@@ -157,7 +123,7 @@ def _attend(attn, qkv: Group, periods, x, positions, position_ids, keys_buf, val
         out = mx.fast.scaled_dot_product_attention(queries, keys_buf[:, :, :visible], values_buf[:, :, :visible],
                                                    scale=attn.scale, mask="causal")
     out = out.transpose(0, 2, 1, 3).reshape(B, L, -1)
-    return linear(attn.o_proj, out * mx.sigmoid(gate)), keys_buf, values_buf
+    return attn.o_proj(out * mx.sigmoid(gate)), keys_buf, values_buf
 
 
 def _depthwise_conv(x, weight, length: int):
@@ -172,69 +138,55 @@ def _depthwise_conv(x, weight, length: int):
     return out.astype(dtype)
 
 
-def _gated_delta(la, inputs: Group, x, conv_state, ssm_state, with_states: bool):
+def _gated_delta(gd: GatedDelta, x, conv_state, ssm_state, with_states: bool):
     """One gated-delta block; returns (output, conv input, final or per-position states)."""
     import mlx.nn as nn
 
-    from .qwen35 import gated_delta_update, normalize_qk
+    from .qwen35 import gated_delta_update
     from .recurrence import with_states as gated_delta_with_states
 
     mx = _mx()
     B, L, _ = x.shape
-    mixed, z, b, a = inputs(x)
-    z = z.reshape(B, L, -1, la.head_v_dim)
+    mixed, z, b, a = gd.inputs(x)
+    z = z.reshape(B, L, -1, gd.v_dim)
     conv_input = mx.concatenate([conv_state.astype(mixed.dtype), mixed], axis=1)
-    conv_out = nn.silu(_depthwise_conv(conv_input, la.conv1d.weight, L))
+    conv_out = nn.silu(_depthwise_conv(conv_input, gd.conv_weight, L))
     q, k, v = [
         t.reshape(B, L, h, d)
         for t, h, d in zip(
-            mx.split(conv_out, [la.key_dim, 2 * la.key_dim], -1),
-            [la.num_k_heads, la.num_k_heads, la.num_v_heads],
-            [la.head_k_dim, la.head_k_dim, la.head_v_dim],
+            mx.split(conv_out, [gd.key_dim, 2 * gd.key_dim], -1),
+            [gd.k_heads, gd.k_heads, gd.v_heads],
+            [gd.k_dim, gd.k_dim, gd.v_dim],
         )
     ]
-    q, k = normalize_qk(la, q, k)
+    q, k = gd.normalize_qk(q, k)
     if with_states:
-        y, _, states = gated_delta_with_states(q, k, v, a, b, la.A_log, la.dt_bias, ssm_state)
+        y, _, states = gated_delta_with_states(q, k, v, a, b, gd.A_log, gd.dt_bias, ssm_state)
         # Index i holds the state after i positions, so keeping none restores the state fed in.
         states = mx.concatenate([ssm_state[:, None].astype(states.dtype), states], axis=1)
     else:
-        y, states = gated_delta_update(q, k, v, a, b, la.A_log, la.dt_bias, state=ssm_state)
-    out = linear(la.out_proj, la.norm(y, z).reshape(B, L, -1))
+        y, states = gated_delta_update(q, k, v, a, b, gd.A_log, gd.dt_bias, state=ssm_state)
+    out = gd.out_proj(gd.norm(y, z).reshape(B, L, -1))
     return out, conv_input, states
-
-
-def _layer_groups(layer) -> tuple[Group, Any]:
-    if layer.is_linear:
-        la = layer.linear_attn
-        mixer = Group(la.in_proj_qkv, la.in_proj_z, la.in_proj_b, la.in_proj_a)
-    else:
-        mixer = Group(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj)
-    return mixer, mlp_group(layer.mlp)
 
 
 class TargetStepper:
     """The target model's forward as compiled functions: one per (block length, capacity, kind)."""
 
-    def __init__(self, model):
-        lm = getattr(model, "language_model", model)
-        self.lm = lm
-        self.layers = lm.model.layers
-        self.embed = lm.model.embed_tokens
-        self.norm = lm.model.norm
-        first = next(layer for layer in self.layers if not layer.is_linear).self_attn
-        self.kv_heads, self.head_dim = first.num_key_value_heads, first.head_dim
-        gdn = next((layer.linear_attn for layer in self.layers if layer.is_linear), None)
-        self.conv_width = gdn.conv_kernel_size - 1 if gdn else 0
+    def __init__(self, body: Body):
+        self.body = body
+        self.layers = body.layers
+        first = next(layer.mixer for layer in self.layers if not layer.is_linear)
+        self.kv_heads, self.head_dim = first.kv_heads, first.head_dim
+        gdn = next((layer.mixer for layer in self.layers if layer.is_linear), None)
+        self.conv_width = gdn.conv_kernel - 1 if gdn else 0
         self.conv_dim = gdn.conv_dim if gdn else 0
-        self.ssm_shape = (gdn.num_v_heads, gdn.head_v_dim, gdn.head_k_dim) if gdn else ()
-        self.dtype = activation_dtype(lm)
-        self.groups = [_layer_groups(layer) for layer in self.layers]  # (mixer inputs, gate and up)
-        self.periods = [None if layer.is_linear else rope_periods(layer.self_attn.rotary_emb) for layer in self.layers]
+        self.ssm_shape = (gdn.v_heads, gdn.v_dim, gdn.k_dim) if gdn else ()
+        self.dtype = body.dtype
         self._compiled: dict[tuple, Any] = {}
 
     def head(self, hidden):
-        return lm_head(self.lm, hidden)
+        return self.body.head(hidden)
 
     def new_caches(self, capacity: int = CAPACITY_STEP) -> TargetCaches:
         mx = _mx()
@@ -268,26 +220,24 @@ class TargetStepper:
         """``visible`` set: a prompt chunk (no logits; attention over the filled positions only), whose
         hidden states are computed for the last ``keep`` positions only."""
         mx = _mx()
-        h = self.embed(tokens)
+        h = self.body.embed(tokens)
         position_ids = mx.broadcast_to(positions[None], (3, *positions.shape))
         mask = None if visible is not None else _attention_mask(positions, capacity)
         out_layers = []
         last = len(self.layers) - 1
-        for i, (layer, (mixer, gate_up), periods, (a, b)) in enumerate(
-                zip(self.layers, self.groups, self.periods, layers)):
-            x = layer.input_layernorm(h)
+        for i, (layer, (a, b)) in enumerate(zip(self.layers, layers)):
+            x = layer.input_norm(h)
             tail = keep if i == last else None  # past the last layer's caches only the tail goes on
             if layer.is_linear:
-                r, a, b = _gated_delta(layer.linear_attn, mixer, x, a, b, with_states)
+                r, a, b = _gated_delta(layer.mixer, x, a, b, with_states)
             else:
-                r, a, b = _attend(layer.self_attn, mixer, periods, x, positions, position_ids, a, b, mask, visible,
-                                  tail)
+                r, a, b = _attend(layer.mixer, x, positions, position_ids, a, b, mask, visible, tail)
             out_layers.append((a, b))
             if tail is not None:
                 h, r = h[:, -tail:], r[:, -tail:]
             h = h + r
-            h = h + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(h))
-        hidden = self.norm(h)
+            h = h + layer.mlp(layer.post_norm(h))
+        hidden = self.body.norm(h)
         if visible is not None:
             return hidden, None, out_layers
         logits = self.head(hidden)
@@ -368,7 +318,7 @@ class TargetStepper:
 
 
 class DrafterStepper:
-    """The MTP head (mlx-vlm's Qwen3_5MTPDraftModel weights) as compiled draft and accept steps.
+    """The MTP head (the weights of mlx-vlm's Qwen3_5MTPDraftModel) as compiled draft and accept steps.
 
     The head reads (embedding of token i+1, target hidden at i) and predicts
     token i+2. Drafting chains its own hidden state, as mlx-vlm's drafter does
@@ -376,16 +326,12 @@ class DrafterStepper:
     its cache, the rest are dropped by moving the offset back.
     """
 
-    def __init__(self, drafter, target: TargetStepper):
-        self.drafter = drafter
+    def __init__(self, head: MtpHead, target: TargetStepper):
+        self.mtp = head
         self.target = target
-        self.layers = drafter.layers
-        attn = self.layers[0].self_attn
-        self.kv_heads, self.head_dim = attn.num_key_value_heads, attn.head_dim
-        self.embed_scale = float(getattr(target.lm.model, "embed_scale", 1.0))
-        self.groups = [(Group(layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
-                        mlp_group(layer.mlp)) for layer in self.layers]
-        self.periods = [rope_periods(layer.self_attn.rotary_emb) for layer in self.layers]
+        self.layers = head.layers
+        attn = self.layers[0].mixer
+        self.kv_heads, self.head_dim = attn.kv_heads, attn.head_dim
         self._compiled: dict[tuple, Any] = {}
 
     def new_caches(self, capacity: int = CAPACITY_STEP) -> DrafterCaches:
@@ -407,18 +353,18 @@ class DrafterStepper:
     def _head(self, tokens, hidden, write_at, layers, capacity):
         """The head over L (token, hidden) pairs written at ``write_at``; returns (hidden out, layers)."""
         mx = _mx()
-        d = self.drafter
-        embed = self.target.embed(tokens) * self.embed_scale
-        h = linear(d.fc, mx.concatenate([d.pre_fc_norm_embedding(embed), d.pre_fc_norm_hidden(hidden)], axis=-1))
+        m, body = self.mtp, self.target.body
+        embed = body.embed(tokens) * body.embed_scale
+        h = m.fc(mx.concatenate([m.embedding_norm(embed), m.hidden_norm(hidden)], axis=-1))
         slots = (write_at + mx.arange(tokens.shape[1], dtype=mx.int32))[None]
         mask = _attention_mask(slots, capacity)
         out_layers = []
-        for layer, (qkv, gate_up), periods, (a, b) in zip(self.layers, self.groups, self.periods, layers):
-            r, a, b = _attend(layer.self_attn, qkv, periods, layer.input_layernorm(h), slots, slots, a, b, mask)
+        for layer, (a, b) in zip(self.layers, layers):
+            r, a, b = _attend(layer.mixer, layer.input_norm(h), slots, slots, a, b, mask)
             out_layers.append((a, b))
             h = h + r
-            h = h + mlp(layer.mlp, gate_up, layer.post_attention_layernorm(h))
-        return d.norm(h), out_layers
+            h = h + layer.mlp(layer.post_norm(h))
+        return m.norm(h), out_layers
 
     def _draft_fn(self, steps: int, capacity: int, sampling):
         key = ("draft", steps, capacity, sampling.temperature, sampling.top_p)

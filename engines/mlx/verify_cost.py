@@ -15,17 +15,6 @@ RUNS = 7  # per product: the median of these
 LOSES_AT = 2.0  # a 4-row product this many times a one-row one: the drafts kept do not pay for the verify
 
 
-def _quantized_layer(model):
-    import mlx.nn as nn
-
-    lm = getattr(model, "language_model", model)
-    for layer in getattr(getattr(lm, "model", None), "layers", None) or []:
-        for _, module in layer.named_modules():
-            if type(module) is nn.QuantizedLinear:
-                return module
-    return None
-
-
 def _median_time(layer, x) -> float:
     import mlx.core as mx
 
@@ -45,7 +34,9 @@ def ratio(model) -> float | None:
 
     if mx.default_device() != mx.cpu:
         return None
-    layer = _quantized_layer(model)
+    from .qwen35 import quantized_body_layer
+
+    layer = quantized_body_layer(model)
     if layer is None:
         return None
     columns = layer.weight.shape[1] * 32 // layer.bits
