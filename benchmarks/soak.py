@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import ServerProcess, WsClient
+from tests.support.harness import ServerProcess, WsClient
 
 SETTINGS = {"max_tokens": 8, "reasoning_budget": 0, "temperature": 0.0}
 WARM_UP = 50

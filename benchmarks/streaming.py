@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import ServerProcess, WsClient
+from tests.support.harness import ServerProcess, WsClient
 
 SETTINGS = {"reasoning_budget": 64, "max_tokens": 400, "temperature": 0.0, "speculative": False}
 

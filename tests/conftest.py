@@ -1,16 +1,15 @@
-import threading
+"""The fixtures tests share: checkpoints built once a session, servers (in this process or the real CLI in a
+subprocess), and the browser: one Chromium for the whole run, a new context for each test."""
+
 from pathlib import Path
 
 import pytest
 
-from benchmarks.harness import Addresses, ServerProcess
 from engines.fake import FakeEngine
-from engines.registry import EngineSpec, create_engine
-from webapp import create_app
-from webapp.web.security import allowed_hosts
-from webapp.web.serving import make_server
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.browser import CHROMIUM_ARGS, DESKTOP, Tab, chromium_executable, collect_errors
+from tests.support.harness import ServerProcess
+from tests.support.hub_cache import HF_BASE
+from tests.support.servers import LiveServer
 
 
 @pytest.fixture(scope="session")
@@ -19,9 +18,6 @@ def tiny_model(tmp_path_factory) -> Path:
     from demo_model.tiny import build_tiny_checkpoint
 
     return build_tiny_checkpoint(tmp_path_factory.mktemp("models") / "tiny-qwen3_5")
-
-
-HF_BASE = "tinyorg/Tiny-Qwen3.5"  # the hub id the hf_base fixture's checkpoint is cached under
 
 
 @pytest.fixture(scope="session")
@@ -37,6 +33,14 @@ def hf_base(tmp_path_factory) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
+def float16_base(tmp_path_factory) -> Path:
+    """The hf_base checkpoint's shapes in float16, in Hugging Face layout."""
+    from demo_model.hf_layout import build_hf_checkpoint
+
+    return build_hf_checkpoint(tmp_path_factory.mktemp("hf") / "Tiny-f16", dtype="float16")
+
+
+@pytest.fixture(scope="session")
 def converted(hf_base, tmp_path_factory) -> tuple[Path, Path]:
     """(headless, split): ``mlx_vlm.convert -q --q-bits 4 --q-group-size 64`` of HF_BASE by its hub id,
     without --mtp (its card names HF_BASE as base_model, as a hub conversion's does), and of the folder with
@@ -48,27 +52,6 @@ def converted(hf_base, tmp_path_factory) -> tuple[Path, Path]:
     headless = convert(HF_BASE, root / "Tiny-4bit", bits=4, group_size=64, hub_cache=cache)
     split = convert(hf, root / "Tiny-4bit-split", bits=4, group_size=64, mtp=True)
     return headless, split
-
-
-class LiveServer(Addresses):
-    """The app on a loopback port in this process, stopped at teardown."""
-
-    def __init__(self, engine, data_dir: Path):
-        self.engine = engine
-        self.app = create_app(engine, data_dir=data_dir, spec=EngineSpec(name="fake"),
-                              engine_factory=create_engine)
-        self.server = make_server(self.app, "127.0.0.1", 0)
-        self.port = self.server.port
-        self.app.config["ALLOWED_HOSTS"] = allowed_hosts("127.0.0.1", self.server.port)
-        self.host = self.app.extensions["specchat"]
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        self.host.start_loading().join(timeout=30)
-
-    def stop(self) -> None:
-        self.host.cancel_all()
-        self.server.stop()
-        self.thread.join(timeout=10)
 
 
 @pytest.fixture
@@ -100,3 +83,46 @@ def mlx_server(tiny_model, tmp_path_factory):
     server.wait_ready()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium for the whole run: each test opens contexts of its own and closes them."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def open_page(browser, fake_server):
+    """open_page(size, path) → a page on the fake server, ready; no page may log an error."""
+    contexts, errors = [], []
+
+    def open_(size=DESKTOP, path="/"):
+        context = browser.new_context(viewport={"width": size[0], "height": size[1]}, accept_downloads=True)
+        contexts.append(context)
+        page = context.new_page()
+        collect_errors(page, errors)
+        page.goto(fake_server.url + path)
+        page.wait_for_selector("#engine[data-state=ready]")
+        return page
+
+    open_.expected = []  # console errors a test causes on purpose (a refused import logs its 400)
+    yield open_
+    for context in contexts:
+        context.close()
+    assert [e for e in errors if not any(x in e for x in open_.expected)] == []
+
+
+@pytest.fixture
+def tab(browser, fake_server) -> Tab:
+    """A tab on the fake server that records its frames; ``tab.open()`` loads the page. No page error may show."""
+    context = browser.new_context(viewport={"width": 1300, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    errors = []
+    collect_errors(page, errors)
+    yield Tab(page, fake_server)
+    context.close()
+    assert errors == []

@@ -5,7 +5,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 
@@ -15,8 +14,8 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from engines.fake import FakeEngine
-from tests.conftest import ROOT
-from webapp import create_app
+from tests.support.browser import collect_errors
+from webapp import ROOT, create_app
 from webapp.cli import parse_args
 from webapp.web import security
 
@@ -208,30 +207,24 @@ def test_the_websocket_handshake_needs_the_token(fake_server):
     assert info.value.response.status_code == 403
 
 
-def test_chromium_logs_in_through_the_address_and_connects(fake_server):
-    sync_api = pytest.importorskip("playwright.sync_api")
-    from tests.test_browser import CHROMIUM_ARGS
-
+@pytest.mark.browser
+def test_chromium_logs_in_through_the_address_and_connects(browser, fake_server):
     fake_server.app.config["ACCESS_TOKEN"] = TOKEN
-    executable = os.environ.get("SPECCHAT_CHROMIUM") or shutil.which("chromium")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
-        try:
-            context = browser.new_context()
-            refused = context.new_page()
-            assert refused.goto(fake_server.url + "/").status == 401
-            refused.close()
-            page = context.new_page()  # apart from the refused page's own late requests (its icon)
-            errors = []
-            page.on("pageerror", lambda exc: errors.append(str(exc)))
-            page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-            page.goto(f"{fake_server.url}/?token={TOKEN}")
-            page.wait_for_selector("#engine[data-state=ready]", timeout=30_000)  # the websocket got in
-            assert page.url == fake_server.url + "/"
-            assert page.evaluate("document.cookie") == ""  # HttpOnly: out of the page's reach
-            assert errors == []
-        finally:
-            browser.close()
+    context = browser.new_context()  # a context of its own: no cookie from any other test
+    try:
+        refused = context.new_page()
+        assert refused.goto(fake_server.url + "/").status == 401
+        refused.close()
+        page = context.new_page()  # apart from the refused page's own late requests (its icon)
+        errors = []
+        collect_errors(page, errors)
+        page.goto(f"{fake_server.url}/?token={TOKEN}")
+        page.wait_for_selector("#engine[data-state=ready]", timeout=30_000)  # the websocket got in
+        assert page.url == fake_server.url + "/"
+        assert page.evaluate("document.cookie") == ""  # HttpOnly: out of the page's reach
+        assert errors == []
+    finally:
+        context.close()
 
 
 # --- the command line ---------------------------------------------------------------------------

@@ -1,18 +1,11 @@
 """``specchat bench`` end to end, as a subprocess on the tiny model."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support.harness import bench
 from webapp.blas import find_openblas
-
-
-def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "webapp", "bench", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
 
 
 def test_bench_prints_a_table_and_writes_json(tiny_model, tmp_path):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from webapp import ROOT
 from webapp.blas import blas_in_maps, find_blis, find_openblas
 
 

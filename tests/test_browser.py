@@ -2,54 +2,17 @@
 
 import os
 import re
-import shutil
 
 import pytest
 
+from tests.support.browser import ready_page, set_setting
+
 pytestmark = pytest.mark.browser
-sync_api = pytest.importorskip("playwright.sync_api")
-
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    # Debian's Chromium where present (no browser download needed), else Playwright's own.
-    executable = os.environ.get("SPECCHAT_CHROMIUM") or shutil.which("chromium")
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-def ready_page(browser, url: str):
-    """A page on ``url`` once its engine is ready; after the test, no page or console error may have shown."""
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-    page.goto(url + "/")
-    page.wait_for_selector("#engine[data-state=ready]", timeout=60_000)
-    yield page
-    context.close()
-    assert errors == []
 
 
 @pytest.fixture
 def page(browser, mlx_server):
     yield from ready_page(browser, mlx_server.url)
-
-
-def set_setting(page, name: str, value: str) -> None:
-    field = page.locator(f'#settings [name="{name}"]')
-    field.fill(value)
-    field.dispatch_event("change")
-    page.wait_for_function(
-        f'() => document.querySelector(\'#settings [name="{name}"]\').value === "{value}"'
-        " && !document.querySelector('#settings-error')?.textContent.trim()"
-    )
 
 
 def send(page, text: str):

@@ -10,8 +10,6 @@ conversation list and the engine picker in view.
 import pytest
 
 import engines.fake
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_conversations import open_page  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -105,7 +103,7 @@ AUDIT = """() => {
 }"""
 
 
-def busy_page(open_page, fake_server, monkeypatch):  # noqa: F811
+def busy_page(open_page, fake_server, monkeypatch):
     """A page showing most of what the app draws: a reply with thinking, Markdown, code and math, its stats
     and actions, the conversation list, the settings pane with a field error, the engine picker's models."""
     monkeypatch.setattr(engines.fake, "ANSWER", ANSWER)
@@ -125,7 +123,7 @@ def busy_page(open_page, fake_server, monkeypatch):  # noqa: F811
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
-def test_text_contrast_meets_wcag_aa(open_page, fake_server, monkeypatch, scheme):  # noqa: F811
+def test_text_contrast_meets_wcag_aa(open_page, fake_server, monkeypatch, scheme):
     page = busy_page(open_page, fake_server, monkeypatch)
     page.emulate_media(color_scheme=scheme)
     page.wait_for_function(f"() => matchMedia('(prefers-color-scheme: {scheme})').matches")
@@ -140,7 +138,7 @@ BARE = {"copy", "edit", "close", "delete", "rename", "remove", "apply", "ok", "c
         "reset", "more", "less", "+", "-", "−", "‹", "›", "x", "×", "on", "off"}
 
 
-def test_every_control_is_named_for_what_it_acts_on(open_page, fake_server, monkeypatch):  # noqa: F811
+def test_every_control_is_named_for_what_it_acts_on(open_page, fake_server, monkeypatch):
     page = busy_page(open_page, fake_server, monkeypatch)
     session = page.context.new_cdp_session(page)
     nodes = session.send("Accessibility.getFullAXTree")["nodes"]

@@ -3,8 +3,8 @@ server on the OpenAI-compatible engine (the fake MTPLX daemon as its server, sev
 
 import pytest
 
-from tests.fake_mtplx import FakeDaemon
-from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium)
+from tests.support.browser import ready_page, set_setting
+from tests.support.fake_mtplx import FakeDaemon
 
 pytestmark = pytest.mark.browser
 
@@ -16,7 +16,7 @@ def daemon():
     server.stop()
 
 
-def test_the_stats_line_says_how_the_budget_held(browser, daemon, start_server):  # noqa: F811
+def test_the_stats_line_says_how_the_budget_held(browser, daemon, start_server):
     server = start_server("--engine", "openai", "--base-url", daemon.url + "/v1")
     server.wait_ready(timeout=30)
     for page in ready_page(browser, server.url):

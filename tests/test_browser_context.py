@@ -3,13 +3,13 @@ many of the oldest turns the model did not see, live and after a reload."""
 
 import pytest
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_conversations import done_count, open_page, send  # noqa: F401
+from tests.support.browser import done_count, send
+
 
 pytestmark = pytest.mark.browser
 
 
-def test_a_reply_says_when_the_oldest_turns_were_left_out(open_page, fake_server):  # noqa: F811
+def test_a_reply_says_when_the_oldest_turns_were_left_out(open_page, fake_server):
     fake_server.engine.context_words = 60
     fake_server.host.update_settings({"reasoning_budget": 0, "max_tokens": 64})
     page = open_page()

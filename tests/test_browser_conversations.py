@@ -9,34 +9,9 @@ import pytest
 import requests
 
 from engines.fake import ANSWER, THINKING
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.support.browser import DESKTOP, PHONE, TABLET, done_count, send
 
 pytestmark = pytest.mark.browser
-
-PHONE, TABLET, DESKTOP = (390, 844), (820, 1180), (1280, 800)
-
-
-@pytest.fixture
-def open_page(browser, fake_server):  # noqa: F811
-    """open_page(width, height) → a page on the fake server, ready; no page may log an error."""
-    contexts, errors = [], []
-
-    def open_(size=DESKTOP, path="/"):
-        context = browser.new_context(viewport={"width": size[0], "height": size[1]}, accept_downloads=True)
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-        page.goto(fake_server.url + path)
-        page.wait_for_selector("#engine[data-state=ready]")
-        return page
-
-    open_.expected = []  # console errors a test causes on purpose (a refused import logs its 400)
-    yield open_
-    for context in contexts:
-        context.close()
-    assert [e for e in errors if not any(x in e for x in open_.expected)] == []
-
 
 def stored(server, id: str) -> dict:
     return requests.get(f"{server.url}/api/conversations/{id}", timeout=5).json()
@@ -46,17 +21,6 @@ def url_id(page) -> str:
     found = re.search(r"[?&]c=([^&#]+)", page.url)
     assert found, page.url
     return found.group(1)
-
-
-def done_count(page, count: int) -> None:
-    page.wait_for_function(
-        f"() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === {count}", timeout=15_000)
-
-
-def send(page, text: str, replies: int = 1) -> None:
-    page.fill("#prompt", text)
-    page.press("#prompt", "Enter")
-    done_count(page, replies)
 
 
 def test_reload_restores_the_conversation_named_in_the_url(open_page, fake_server):

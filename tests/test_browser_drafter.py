@@ -3,8 +3,9 @@ say what to do, and the Race button is off and says why (headless Chromium, the 
 
 import pytest
 
-from benchmarks.harness import ServerProcess
-from tests.test_browser import browser, ready_page, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.support.browser import ready_page
+from tests.support.harness import ServerProcess
+
 
 pytestmark = pytest.mark.browser
 
@@ -18,7 +19,7 @@ def headless_server(converted, tmp_path, monkeypatch):
     server.stop()
 
 
-def test_no_drafter_is_explained_where_the_presenter_looks(browser, headless_server, converted):  # noqa: F811
+def test_no_drafter_is_explained_where_the_presenter_looks(browser, headless_server, converted):
     headless, _ = converted
     note = headless_server.wait_ready()["drafter_note"]
     assert note.startswith("This conversion dropped its MTP head")

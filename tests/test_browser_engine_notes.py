@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -29,7 +28,7 @@ SLOW_NOTE = """async ({engine}) => {
 }"""
 
 
-def open_page(browser, server, engine_fields=None):  # noqa: F811
+def open_page(browser, server, engine_fields=None):
     """A page on `server` whose `hello` and `engine` frames carry `engine_fields` in their engine info."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     page = context.new_page()
@@ -54,7 +53,7 @@ def open_page(browser, server, engine_fields=None):  # noqa: F811
     return context, page
 
 
-def test_the_advice_says_what_verifying_costs_where_the_engine_measured_it(browser, fake_server):  # noqa: F811
+def test_the_advice_says_what_verifying_costs_where_the_engine_measured_it(browser, fake_server):
     context, page = open_page(browser, fake_server)
     try:
         plain = ("Drafting is not paying off here at block 16. By how many drafts were kept at each depth, no block "
@@ -70,7 +69,7 @@ def test_the_advice_says_what_verifying_costs_where_the_engine_measured_it(brows
         context.close()
 
 
-def test_the_settings_pane_says_why_a_model_is_not_on_the_own_loop(browser, fake_server):  # noqa: F811
+def test_the_settings_pane_says_why_a_model_is_not_on_the_own_loop(browser, fake_server):
     reason = "its attention is not one the own loop compiles"
     context, page = open_page(browser, fake_server, {"decode_loop": "mlx-vlm", "decode_loop_reason": reason})
     try:
@@ -83,7 +82,7 @@ def test_the_settings_pane_says_why_a_model_is_not_on_the_own_loop(browser, fake
         context.close()
 
 
-def test_no_loop_note_where_the_engine_gives_no_reason(browser, fake_server):  # noqa: F811
+def test_no_loop_note_where_the_engine_gives_no_reason(browser, fake_server):
     for fields in (None, {"decode_loop": "specchat", "decode_loop_reason": None}):
         context, page = open_page(browser, fake_server, fields)
         try:

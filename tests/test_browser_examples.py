@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from tests.conftest import ServerProcess
-from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_demo_examples import DEMO
+from demo_model import DEFAULT_MODEL as DEMO
+from tests.support.browser import ready_page, set_setting
+from tests.support.harness import ServerProcess
 
 pytestmark = pytest.mark.browser
 
@@ -24,7 +24,7 @@ def demo_server(tmp_path_factory):
 
 
 @pytest.fixture
-def page(browser, demo_server):  # noqa: F811
+def page(browser, demo_server):
     yield from ready_page(browser, demo_server.url)
 
 

@@ -9,9 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.test_browser import browser, ready_page, set_setting, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_conversations import DESKTOP, PHONE, TABLET, open_page  # noqa: F401
-from tests.test_browser_race import start_race
+from tests.support.browser import DESKTOP, PHONE, TABLET, ready_page, set_setting, start_race
 from webapp.conversations.store import title_of
 
 pytestmark = pytest.mark.browser
@@ -279,7 +277,7 @@ def test_acceptance_is_coloured_by_its_value_and_chips_stay_in_their_column(open
 
 
 @pytest.fixture
-def mlx_page(browser, mlx_server):  # noqa: F811
+def mlx_page(browser, mlx_server):
     yield from ready_page(browser, mlx_server.url)
 
 

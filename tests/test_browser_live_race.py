@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_race import race, tab, wait_race_done  # noqa: F401
+from tests.support.browser import OVERFLOWING, race, wait_race_done
+
 
 pytestmark = pytest.mark.browser
 
@@ -71,7 +71,7 @@ def screenshot(page, label: str) -> None:
         page.screenshot(path=str(path.with_name(f"{path.stem}-{label}.png")))
 
 
-def slow_long_race(tab) -> None:  # noqa: F811
+def slow_long_race(tab) -> None:
     engine = tab.server.engine
     engine.delay_s = 0.06
     engine.answer = LONG_ANSWER
@@ -86,7 +86,7 @@ def spread_over(samples: list[dict], count: int) -> list[dict]:
     return [min(samples, key=lambda s: abs(s["t"] - (t0 + k * (t1 - t0) / (count - 1)))) for k in range(count)]
 
 
-def test_each_pairs_second_lane_streams_live_beside_a_recording_of_its_first(tab):  # noqa: F811
+def test_each_pairs_second_lane_streams_live_beside_a_recording_of_its_first(tab):
     slow_long_race(tab)
     view = race(tab, "Count the steps", 2)
     tab.page.wait_for_selector('.msg.race .race-lane[data-lane=off][data-source=recording]', timeout=30_000)
@@ -148,7 +148,7 @@ def test_each_pairs_second_lane_streams_live_beside_a_recording_of_its_first(tab
     assert f"{percent}% accepted" in on_numbers
 
 
-def test_stop_shows_the_recording_whole_and_a_new_race_starts_clean(tab):  # noqa: F811
+def test_stop_shows_the_recording_whole_and_a_new_race_starts_clean(tab):
     slow_long_race(tab)
     race(tab, "Count the steps", 1)
     page = tab.page
@@ -187,7 +187,7 @@ def test_stop_shows_the_recording_whole_and_a_new_race_starts_clean(tab):  # noq
     wait_race_done(tab, 2)
 
 
-def test_a_page_reloaded_during_the_live_lane_plays_the_recording_from_where_the_race_is(tab):  # noqa: F811
+def test_a_page_reloaded_during_the_live_lane_plays_the_recording_from_where_the_race_is(tab):
     slow_long_race(tab)
     tab.server.engine.delay_s = 0.1  # the drafter-on lane lasts seconds: long enough to reload in
     race(tab, "Count the steps", 1)
@@ -226,7 +226,7 @@ LANE_BOXES = """() => Object.fromEntries([...document.querySelectorAll('.msg.rac
 }))"""
 
 
-def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(tab):  # noqa: F811
+def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(tab):
     tab.page.set_viewport_size({"width": 390, "height": 844})
     slow_long_race(tab)
     race(tab, "Count the steps", 1)
@@ -238,7 +238,6 @@ def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(t
     # The recording beside the live lane, not above it out of sight: both in the window, in one row.
     assert boxes["off"]["seen"] and boxes["on"]["seen"], boxes
     assert boxes["off"]["right"] <= boxes["on"]["left"] and abs(boxes["off"]["top"] - boxes["on"]["top"]) <= 1
-    from tests.test_browser_layout import OVERFLOWING
     assert page.evaluate(OVERFLOWING) == []
     done = wait_race_done(tab)
     assert done["finish_reason"] == "stop"
@@ -255,7 +254,7 @@ def test_on_a_phone_the_room_sees_both_lanes_side_by_side_during_the_live_lane(t
     assert bars["width"] >= 0.9 * body["width"], (bars, body)
 
 
-def test_replay_brings_both_lanes_into_view(tab):  # noqa: F811
+def test_replay_brings_both_lanes_into_view(tab):
     tab.page.set_viewport_size({"width": 1280, "height": 800})
     slow_long_race(tab)
     tab.server.engine.delay_s = 0.01
@@ -273,7 +272,7 @@ def test_replay_brings_both_lanes_into_view(tab):  # noqa: F811
     page.wait_for_selector(".msg.race[data-replaying=false]", timeout=30_000)
 
 
-def test_runs_auto_says_which_pair_is_running(tab):  # noqa: F811
+def test_runs_auto_says_which_pair_is_running(tab):
     slow_long_race(tab)
     tab.server.engine.delay_s = 0.004
     race(tab, "Count the steps", "auto")
@@ -291,7 +290,7 @@ def test_runs_auto_says_which_pair_is_running(tab):  # noqa: F811
         or f"Run {pairs}: drafter off, live beside drafter on's recording…" in statuses, statuses
 
 
-def test_the_recording_plays_to_its_end_after_the_live_lane_wins(tab):  # noqa: F811
+def test_the_recording_plays_to_its_end_after_the_live_lane_wins(tab):
     slow_long_race(tab)
     race(tab, "Count the steps", 1)
     done = wait_race_done(tab)
@@ -315,7 +314,7 @@ def test_the_recording_plays_to_its_end_after_the_live_lane_wins(tab):  # noqa: 
     assert page.locator(".msg.race .race-status").inner_text() == "Done · 1 run each way"
 
 
-def test_a_lane_still_measuring_says_so_without_a_unit(tab):  # noqa: F811
+def test_a_lane_still_measuring_says_so_without_a_unit(tab):
     slow_long_race(tab)
     race(tab, "Count the steps", 1)
     # The first tokens of the drafter-off lane: no rate yet, and no "tok/s" after the word that says so.

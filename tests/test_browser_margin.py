@@ -2,9 +2,8 @@
 
 import pytest
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_race import tab  # noqa: F401
-from tests.test_browser_verdict import evaluate, summary_frame
+from tests.support.browser import evaluate, summary_frame
+
 
 pytestmark = pytest.mark.browser
 

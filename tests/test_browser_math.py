@@ -5,8 +5,6 @@ import pytest
 import requests
 
 import engines.fake
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_conversations import open_page  # noqa: F401
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +29,7 @@ def send(page, text: str) -> None:
     page.press("#prompt", "Enter")
 
 
-def test_answers_and_thinking_render_their_formulas(open_page, fake_server, monkeypatch):  # noqa: F811
+def test_answers_and_thinking_render_their_formulas(open_page, fake_server, monkeypatch):
     monkeypatch.setattr(engines.fake, "ANSWER", ANSWER)
     monkeypatch.setattr(engines.fake, "THINKING", THINKING)
     settings(fake_server, reasoning_budget=64)
@@ -61,7 +59,7 @@ def test_answers_and_thinking_render_their_formulas(open_page, fake_server, monk
     assert "I recall" in thinking.text_content() and "here and" in thinking.text_content()
 
 
-def test_a_formula_still_streaming_stays_text(open_page, fake_server, monkeypatch):  # noqa: F811
+def test_a_formula_still_streaming_stays_text(open_page, fake_server, monkeypatch):
     monkeypatch.setattr(engines.fake, "ANSWER", "The area is $\\pi r^2$ for a circle.")
     settings(fake_server, reasoning_budget=0, speculative=False)
     fake_server.engine.holds = [4]  # "The area is $\pi" sent, "r^2$" not yet
@@ -76,7 +74,7 @@ def test_a_formula_still_streaming_stays_text(open_page, fake_server, monkeypatc
     assert "$" not in answer.inner_text()
 
 
-def test_tex_cannot_inject_markup(open_page, fake_server, monkeypatch):  # noqa: F811
+def test_tex_cannot_inject_markup(open_page, fake_server, monkeypatch):
     monkeypatch.setattr(engines.fake, "ANSWER", (
         "$\\href{javascript:alert(1)}{click}$ and $<img src=x onerror=alert(1)>$ and "
         "$\\htmlStyle{color:red}{x}$ and $\\color{red}{y}$"))

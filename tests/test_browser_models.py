@@ -7,9 +7,7 @@ import shutil
 
 import pytest
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_conversations import open_page  # noqa: F401
-from tests.test_models_api import Daemon
+from tests.support.peers import Daemon
 from webapp.web import models
 
 pytestmark = pytest.mark.browser
@@ -50,7 +48,7 @@ def choices(page) -> list[str]:
     return page.locator("#engine-form select[name=name] option").evaluate_all("os => os.map(o => o.value)")
 
 
-def test_pick_a_cached_model_and_switch_to_it(open_page, fake_server, hub, tiny_model):  # noqa: F811
+def test_pick_a_cached_model_and_switch_to_it(open_page, fake_server, hub, tiny_model):
     snapshot = hub_copy(hub, "specchat/tiny", tiny_model)
     page = open_page()
     page.select_option("#engine-form select[name=name]", "mlx")
@@ -72,7 +70,7 @@ def test_pick_a_cached_model_and_switch_to_it(open_page, fake_server, hub, tiny_
     assert fake_server.host.engine.info().state == "ready"
 
 
-def test_a_servers_models_and_mtplx_where_a_daemon_answers(open_page, hub, daemon):  # noqa: F811
+def test_a_servers_models_and_mtplx_where_a_daemon_answers(open_page, hub, daemon):
     page = open_page()
     assert "mtplx" not in choices(page)
     page.select_option("#engine-form select[name=name]", "openai")

@@ -1,84 +1,15 @@
 """The speculative demo in headless Chromium: races, replay, the acceptance strip, honest early numbers,
 the not-paying-off notice, the block-size sweep and the receipt card, against the server on the fake engine."""
 
-import json
 import re
 import struct
-from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 import requests
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
+from tests.support.browser import factor, race, wait_for_frame, wait_race_done
 
 pytestmark = pytest.mark.browser
-
-
-class Page:
-    """A tab on the fake server, with every frame the server sent it."""
-
-    def __init__(self, page, server):
-        self.page = page
-        self.server = server
-        self.frames: list[dict] = []
-        self.sent: list[dict] = []
-
-    def of_type(self, kind: str) -> list[dict]:
-        return [f for f in self.frames if f.get("type") == kind]
-
-
-@pytest.fixture
-def tab(browser, fake_server):  # noqa: F811
-    context = browser.new_context(viewport={"width": 1300, "height": 1000}, accept_downloads=True)
-    page = context.new_page()
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
-    tab = Page(page, fake_server)
-    page.on("websocket", lambda ws: (ws.on("framereceived", lambda payload: tab.frames.append(json.loads(payload))),
-                                     ws.on("framesent", lambda payload: tab.sent.append(json.loads(payload)))))
-    tab.open = lambda: (page.goto(fake_server.url + "/"), page.wait_for_selector("#engine[data-state=ready]"))
-    yield tab
-    context.close()
-    assert errors == []
-
-
-def wait_for_frame(tab, kind: str, since: int, timeout_ms: int = 5000) -> dict:
-    """The first frame of `kind` after the first `since` frames, waiting for it to arrive."""
-    for _ in range(timeout_ms // 50):
-        found = [f for f in tab.frames[since:] if f.get("type") == kind]
-        if found:
-            return found[0]
-        tab.page.wait_for_timeout(50)
-    raise AssertionError(f"no {kind} frame arrived")
-
-
-def race(tab, text: str, runs: int):
-    return start_race(tab.page, text, runs)
-
-
-def start_race(page, text: str, runs: int):
-    """Type ``text``, pick ``runs`` and press Race; the race's view once it is on the page."""
-    page.fill("#prompt", text)
-    page.select_option("#race-runs", str(runs))
-    page.get_by_role("button", name="Race drafter off vs on").click()
-    view = page.locator(".msg.race").last
-    view.wait_for()
-    return view
-
-
-def factor(ratio: float) -> str:
-    """A speed-up as the UI writes it: Intl.NumberFormat rounds the shortest decimal form half up
-    (3.505 → "3.51"), where Python's format rounds the binary value (3.505 → "3.50")."""
-    return f"{Decimal(repr(ratio)).quantize(Decimal('0.01'), ROUND_HALF_UP)}×"
-
-
-def wait_race_done(tab, count: int = 1) -> dict:
-    tab.page.wait_for_function(
-        f"() => document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
-    # Lanes paint once per animation frame: the last text lands on the frame after the race says done.
-    tab.page.evaluate("() => new Promise((painted) => requestAnimationFrame(() => requestAnimationFrame(painted)))")
-    return tab.of_type("race_done")[-1]
 
 
 def test_race_fills_both_lanes_and_sums_up(tab):

@@ -4,8 +4,8 @@ it), and a block sweep's receipt is one click away."""
 import pytest
 import requests
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_race import race, tab, wait_race_done  # noqa: F401
+from tests.support.browser import race, wait_race_done
+
 
 pytestmark = pytest.mark.browser
 
@@ -14,13 +14,13 @@ def lane_text(view, lane: str, part: str) -> str:
     return view.locator(f".race-lane[data-lane={lane}] .lane-{part}").inner_text()
 
 
-def reload(tab) -> None:  # noqa: F811
+def reload(tab) -> None:
     tab.frames.clear()
     tab.page.reload()
     tab.page.wait_for_selector("#engine[data-state=ready]")
 
 
-def test_a_page_reloaded_mid_race_draws_both_lanes_again_and_follows_the_race(tab):  # noqa: F811
+def test_a_page_reloaded_mid_race_draws_both_lanes_again_and_follows_the_race(tab):
     engine = tab.server.engine
     engine.delay_s = 0.02
     engine.holds = [6]  # the first lane pauses six tokens in (the warm-up is cancelled at its first)
@@ -53,7 +53,7 @@ def test_a_page_reloaded_mid_race_draws_both_lanes_again_and_follows_the_race(ta
     assert page.locator("#send").is_visible()
 
 
-def test_a_page_reloaded_after_a_race_shows_its_lanes_and_summary(tab):  # noqa: F811
+def test_a_page_reloaded_after_a_race_shows_its_lanes_and_summary(tab):
     tab.open()
     race(tab, "Convert 5 km to meters", 1)
     done = wait_race_done(tab)
@@ -72,7 +72,7 @@ def test_a_page_reloaded_after_a_race_shows_its_lanes_and_summary(tab):  # noqa:
     assert page.locator("#send").is_visible() and page.locator(".msg.assistant").count() == 0
 
 
-def test_a_sweep_saves_its_receipt(tab, tmp_path):  # noqa: F811
+def test_a_sweep_saves_its_receipt(tab, tmp_path):
     tab.open()
     page = tab.page
     page.fill("#prompt", "hello")
@@ -98,7 +98,7 @@ def test_a_sweep_saves_its_receipt(tab, tmp_path):  # noqa: F811
             assert answer.text == saved
 
 
-def test_a_page_reloaded_during_a_continuation_shows_the_whole_reply(tab):  # noqa: F811
+def test_a_page_reloaded_during_a_continuation_shows_the_whole_reply(tab):
     from engines.fake import ANSWER, THINKING
 
     engine = tab.server.engine

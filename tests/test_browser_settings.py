@@ -7,8 +7,6 @@ import pytest
 import requests
 
 from engines.options import GenerationOptions
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_conversations import open_page  # noqa: F401
 from webapp.errors import ClientError
 
 pytestmark = pytest.mark.browser
@@ -28,7 +26,7 @@ def wait_quick(page, name: str, text: str) -> None:
         f"() => document.querySelector('#quick-bar [data-quick={name}]').textContent === {text!r}")
 
 
-def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_server):  # noqa: F811
+def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_server):
     page = open_page()
     start = server_settings(fake_server)
     assert start["speculative"] is True and start["draft_block_size"] == 4 and start["reasoning_budget"] == 512
@@ -80,7 +78,7 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
     assert fake_server.engine._seen == {}
 
 
-def test_the_quick_bar_and_the_pane_show_other_tabs_changes_live(open_page, fake_server):  # noqa: F811
+def test_the_quick_bar_and_the_pane_show_other_tabs_changes_live(open_page, fake_server):
     page = open_page()
     second = open_page()
     wait_quick(page, "block", "4")
@@ -96,7 +94,7 @@ def test_the_quick_bar_and_the_pane_show_other_tabs_changes_live(open_page, fake
     wait_quick(second, "budget", "1024")
 
 
-def test_a_broadcast_never_overwrites_what_is_being_typed(open_page, fake_server):  # noqa: F811
+def test_a_broadcast_never_overwrites_what_is_being_typed(open_page, fake_server):
     page = open_page()
     page.wait_for_selector("#settings [name=system_prompt]")
     prompt = page.locator("#settings [name=system_prompt]")
@@ -128,7 +126,7 @@ def test_a_broadcast_never_overwrites_what_is_being_typed(open_page, fake_server
     page.wait_for_function("() => document.querySelector('#settings [name=draft_block_size]').value === '8'")
 
 
-def test_each_field_shows_its_range_and_the_system_prompt_a_counter(open_page, fake_server):  # noqa: F811
+def test_each_field_shows_its_range_and_the_system_prompt_a_counter(open_page, fake_server):
     page = open_page()
     page.wait_for_selector("#settings [name=system_prompt]")
     schema = GenerationOptions.model_json_schema()["properties"]
@@ -157,7 +155,7 @@ def test_each_field_shows_its_range_and_the_system_prompt_a_counter(open_page, f
     assert server_settings(fake_server)["system_prompt"] != "x" * (limit + 1)
 
 
-def test_a_server_refusal_shows_next_to_its_field_in_its_label(open_page, fake_server, monkeypatch):  # noqa: F811
+def test_a_server_refusal_shows_next_to_its_field_in_its_label(open_page, fake_server, monkeypatch):
     page = open_page()
     page.wait_for_selector("#settings [name=temperature]")
 
@@ -176,7 +174,7 @@ def test_a_server_refusal_shows_next_to_its_field_in_its_label(open_page, fake_s
     assert field.input_value() == "1.8"
 
 
-def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_server):  # noqa: F811
+def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_server):
     """Rapid presses: the server's answers to the earlier ones (held back here, as on a slow link) must not
     put the bar back to an older value before the last answer arrives."""
     import json

@@ -9,12 +9,11 @@ import pytest
 import requests
 
 from engines.options import GenerationOptions
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
 
 pytestmark = pytest.mark.browser
 
 
-def open_with(browser, server, schema_route=None):  # noqa: F811
+def open_with(browser, server, schema_route=None):
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     if schema_route is not None:
         context.route("**/api/settings/schema", schema_route)
@@ -29,7 +28,7 @@ def label_of(page, key: str) -> str:
     return page.locator(f"label[for=setting-{key}]").inner_text()
 
 
-def test_labels_limits_and_choices_are_the_schemas(browser, fake_server):  # noqa: F811
+def test_labels_limits_and_choices_are_the_schemas(browser, fake_server):
     context, page = open_with(browser, fake_server)
     try:
         for key, prop in GenerationOptions.model_json_schema()["properties"].items():
@@ -50,7 +49,7 @@ def test_labels_limits_and_choices_are_the_schemas(browser, fake_server):  # noq
         context.close()
 
 
-def test_a_served_schema_with_other_limits_moves_the_pane_and_the_quick_bar(browser, fake_server):  # noqa: F811
+def test_a_served_schema_with_other_limits_moves_the_pane_and_the_quick_bar(browser, fake_server):
     schema = requests.get(f"{fake_server.url}/api/settings/schema", timeout=5).json()["schema"]
     block = schema["properties"]["draft_block_size"]
     block["maximum"], block["title"] = 5, "Block (as served)"
@@ -78,7 +77,7 @@ def test_a_served_schema_with_other_limits_moves_the_pane_and_the_quick_bar(brow
         context.close()
 
 
-def test_a_schema_that_cannot_load_leaves_a_working_pane_that_says_so(browser, fake_server):  # noqa: F811
+def test_a_schema_that_cannot_load_leaves_a_working_pane_that_says_so(browser, fake_server):
     context, page = open_with(browser, fake_server, lambda route: route.abort())
     try:
         assert "could not be loaded" in page.locator("#settings-error").inner_text()

@@ -6,20 +6,14 @@ from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
-from tests.test_browser_race import factor, race, tab, wait_race_done  # noqa: F401
-from tests.test_race_verdict import stopped_by_the_rule
+from tests.support.browser import evaluate, factor, race, summary_frame, wait_race_done
+from tests.support.races import stopped_by_the_rule
+
 
 pytestmark = pytest.mark.browser
 
 BUSY = {"percent": 62.5, "flagged": True, "threshold": 25}
 BUSY_TEXT = "The machine was busy: 63% of the CPU went to other work, so these numbers are not representative."
-
-
-def evaluate(tab, module: str, body: str, arg=None):
-    """Run `body` (a function of the module `m` and `arg`) in the page, with the app's own module."""
-    return tab.page.evaluate(f"async (arg) => {{ const m = await import('@app/{module}'); return ({body})(m, arg); }}",
-                             arg)
 
 
 JUDGE = """(m, {baseline, stats}) => {
@@ -90,18 +84,6 @@ SUMMARY = """(m, frame) => {
   return { verdict: text(".race-verdict"), pairs: text(".race-pairs"), busy: text(".race-busy"),
            slow: text(".note-slow-draft") };
 }"""
-
-
-def summary_frame(**fields) -> dict:
-    frame = {"type": "race_done", "id": "r", "finish_reason": "stop", "runs": 5,
-             "off": {"tok_s": {"median": 54.0, "min": 50.0, "max": 58.0}, "ttft_ms": None, "stats": None},
-             "on": {"tok_s": {"median": 40.0, "min": 38.0, "max": 42.0}, "ttft_ms": None, "stats": None,
-                    "acceptance": 0.98, "acceptance_by_depth": [0.98] * 15, "mean_accepted": 14.7},
-             "speedup": {"median": 0.74, "min": 0.7, "max": 0.8}, "identical": True, "first_divergence": None,
-             "ratios": [0.7, 0.72, 0.74, 0.76, 0.8], "wins": 0,
-             "confidence": {"low": 0.7, "high": 0.8, "coverage": 0.9375}, "verdict": "slower", "busy": None,
-             "block_size": 16}
-    return {**frame, **fields}
 
 
 def test_the_summary_says_how_sure_the_speed_up_is_and_when_the_machine_was_busy(tab):

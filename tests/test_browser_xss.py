@@ -4,7 +4,6 @@ and sent as the user's own message, render as inert text or sanitized markup, li
 import pytest
 
 from engines import fake
-from tests.test_browser import browser, sync_api  # noqa: F401  (the shared Chromium fixture)
 
 pytestmark = pytest.mark.browser
 
@@ -67,7 +66,7 @@ OFFENDERS = """() => {
 
 
 @pytest.fixture
-def corpus_page(browser, fake_server, monkeypatch):  # noqa: F811
+def corpus_page(browser, fake_server, monkeypatch):
     monkeypatch.setattr(fake, "ANSWER", CORPUS)
     monkeypatch.setattr(fake, "THINKING", CORPUS.replace("\n\n", " "))
     fake_server.host.update_settings({"reasoning_budget": 2000, "max_tokens": 2000})

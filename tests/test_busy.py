@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from tests.support.wsclient import WsClient
 from webapp.measurement.busy import THRESHOLD, CpuWatch, describe, percent
-from tests.wsclient import WsClient
 
 BURN_S = 60  # each burner ends itself after this, should the test not get to stop it
 SPIN = f"import time\nend = time.monotonic() + {BURN_S}\nwhile time.monotonic() < end:\n    pass\n"

@@ -5,7 +5,8 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from webapp import ROOT
+
 
 
 def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -7,8 +7,8 @@ import pytest
 import requests
 
 from engines.fake import FakeEngine
-from tests.conftest import LiveServer
-from tests.wsclient import WsClient
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient
 
 CONTEST_FRAMES = ("start", "thinking", "answer", "stats", "done", "race_done", "sweep_done")
 

@@ -8,7 +8,8 @@ import pytest
 
 from engines import GenerationOptions, Message
 from engines.fake import ANSWER, FakeEngine
-from tests.wsclient import WsClient, texts
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient, texts
 from webapp.conversations.window import FILL, Window, fit, reply_room
 
 CONTEXT_WORDS = 60
@@ -155,7 +156,6 @@ def short_model(tiny_model, tmp_path_factory):
 @pytest.fixture(scope="module")
 def short_mlx(short_model, tmp_path_factory):
     from engines.mlx.engine import MlxEngine
-    from tests.conftest import LiveServer
 
     server = LiveServer(MlxEngine(str(short_model)), tmp_path_factory.mktemp("data"))
     server.host.update_settings({"reasoning_budget": 0, "max_tokens": 24, "temperature": 0.0})

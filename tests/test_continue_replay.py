@@ -2,7 +2,7 @@
 carries what the reply said before it, and the stored message is that text plus the continuation."""
 
 from engines.fake import ANSWER, THINKING
-from tests.wsclient import WsClient, texts
+from tests.support.wsclient import WsClient, texts
 
 
 def stopped_reply(server, ws, words: int) -> dict:

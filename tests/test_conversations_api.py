@@ -7,7 +7,7 @@ import pytest
 import requests
 
 from engines.fake import ANSWER, THINKING
-from tests.wsclient import WsClient, texts
+from tests.support.wsclient import WsClient, texts
 from webapp.conversations.conversation import SAVE_EVERY_S
 
 

@@ -9,8 +9,8 @@ import requests
 
 from engines import Message
 from engines.mlx.engine import MlxEngine
-from tests.conftest import LiveServer
-from tests.wsclient import WsClient, texts
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient, texts
 
 SETTINGS = {"reasoning_budget": 12, "max_tokens": 10, "temperature": 0.0}
 

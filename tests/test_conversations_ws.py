@@ -5,8 +5,8 @@ import time
 import pytest
 
 from engines.fake import ANSWER, THINKING, FakeEngine
-from tests.conftest import LiveServer
-from tests.wsclient import WsClient, texts
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient, texts
 from webapp.conversations.conversation import SAVE_EVERY_S
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from engines import GenerationOptions, Message
 from engines.openai_compat import OpenAICompatEngine
-from tests.fake_mtplx import FakeDaemon
+from tests.support.fake_mtplx import FakeDaemon
 from webapp.conversations.window import Window, fit
 
 OPTIONS = GenerationOptions(reasoning_budget=0, max_tokens=64, temperature=0.0)

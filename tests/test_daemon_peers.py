@@ -13,9 +13,9 @@ import time
 import pytest
 import requests
 
-from benchmarks.harness import end_process
-from tests.fake_mtplx import free_port
-from tests.wsclient import WsClient, texts
+from tests.support.fake_mtplx import free_port
+from tests.support.harness import end_process
+from tests.support.wsclient import WsClient, texts
 
 
 class Peer:

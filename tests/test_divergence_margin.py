@@ -11,10 +11,9 @@ import shutil
 import pytest
 import requests
 
-from benchmarks.harness import ServerProcess
 from engines import Answer, Done, GenerationOptions, Message, Turn, guarded
-from tests.test_mlx_server import set_settings
-from tests.wsclient import WsClient
+from tests.support.harness import ServerProcess
+from tests.support.wsclient import WsClient, set_settings
 
 PROMPT = "What is 347 + 589?"
 OFF = GenerationOptions(reasoning_budget=0, max_tokens=16, temperature=0.0, speculative=False)

@@ -12,8 +12,9 @@ import pytest
 from demo_model.hf_layout import add_to_hub_cache, build_hf_checkpoint, convert, mtp_shards
 from engines.mlx.drafter_search import DrafterSearch, NoDrafter, find_drafter
 from engines.mlx.verify_cost import slower_note
-from tests.conftest import HF_BASE, ROOT
-from tests.fake_hub import FakeHub
+from tests.support.fake_hub import FakeHub
+from tests.support.hub_cache import HF_BASE
+from webapp import ROOT
 
 
 def tensors(folder):

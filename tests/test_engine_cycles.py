@@ -2,7 +2,7 @@
 
 import signal
 
-from benchmarks.harness import WsClient
+from tests.support.harness import WsClient
 
 SMALL = {"max_tokens": 8, "reasoning_budget": 8}
 

@@ -16,10 +16,11 @@ from engines import EngineError
 from engines.mtplx import MtplxEngine
 from engines.openai_compat import OpenAICompatEngine
 from engines.registry import EngineSpec, TabPolicy, create_engine
-from tests.fake_mtplx import FakeDaemon, free_port, install_mtplx
-from tests.test_models_api import MTP, WEIGHTS, hub_repo
-from tests.test_openai_engine import OPTIONS, run, serving
-from tests.wsclient import WsClient
+from tests.support.engine_runs import OPTIONS, run
+from tests.support.fake_mtplx import FakeDaemon, free_port, install_mtplx
+from tests.support.hub_cache import MTP, WEIGHTS, hub_repo
+from tests.support.peers import serving
+from tests.support.wsclient import WsClient
 
 LISTED = [("specchat-demo", DEFAULT_MODEL)]
 

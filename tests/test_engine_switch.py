@@ -3,7 +3,7 @@
 import pytest
 import requests
 
-from tests.wsclient import WsClient
+from tests.support.wsclient import WsClient
 
 
 def test_switch_reaches_every_tab_and_the_new_engine_answers(fake_server):

@@ -10,7 +10,8 @@ import zlib
 
 import pytest
 
-from tests.wsclient import WsClient
+from tests.support.wsclient import WsClient
+from tests.support.poll import wait_until
 
 CAP = 16 << 20
 
@@ -86,10 +87,9 @@ def test_oversized_frame_closes_1009_and_leaves_nothing_waiting(fake_server, kin
             except OSError:
                 pass  # the server may close before it has read the whole frame
             assert close_code(sock, buf) == 1009
-            deadline = time.monotonic() + 5
-            while fake_server.server.open_websockets() > 1:  # only `other` stays
-                assert time.monotonic() < deadline, "the oversized frame's handler still waits"
-                time.sleep(0.05)
+            # Only `other` stays.
+            assert wait_until(lambda: fake_server.server.open_websockets() <= 1, timeout=5), \
+                "the oversized frame's handler still waits"
         finally:
             sock.close()
         assert other.chat("after")[0]["finish_reason"] == "stop"

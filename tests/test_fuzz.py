@@ -1,10 +1,10 @@
-"""Protocol fuzz, the short run (benchmarks/fuzz.py runs ten thousand frames and more): hypothesis frames over
+"""Protocol fuzz, the short run (python -m benchmarks.fuzz runs thousands of frames): hypothesis frames over
 a real socket to a real server, fake engine and MLX on the tiny model."""
 
 import pytest
 
-from benchmarks.fuzz import fuzz, tracebacks
-from benchmarks.harness import get_json
+from tests.support.fuzz import fuzz, tracebacks
+from tests.support.harness import get_json
 
 
 @pytest.mark.parametrize("engine", ["fake", "mlx"])

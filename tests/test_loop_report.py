@@ -6,9 +6,8 @@ import pytest
 import requests
 
 from engines import Done, GenerationOptions, Message, Stats, Turn, guarded
-from tests.test_bench import bench
-from tests.test_mlx_server import set_settings
-from tests.wsclient import WsClient
+from tests.support.harness import bench
+from tests.support.wsclient import WsClient, set_settings
 
 ASKED = "the settings ask for mlx-vlm's loop"
 

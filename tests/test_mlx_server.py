@@ -7,13 +7,8 @@ import time
 
 import requests
 
-from tests.conftest import ROOT
-from tests.wsclient import WsClient, texts
-
-
-def set_settings(ws: WsClient, **values) -> dict:
-    ws.send({"type": "settings", "values": values})
-    return ws.until("settings")[0]["values"]
+from tests.support.wsclient import WsClient, set_settings, texts
+from webapp import ROOT
 
 
 def test_health_names_the_engine(mlx_server, tiny_model):

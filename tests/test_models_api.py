@@ -2,60 +2,13 @@
 (the data folder's models/ by default, or --models-dir), and the bundled demo model, with their sizes and MTP
 heads; what a server lists at /v1/models; and whether MTPLX can run here."""
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
-
-import numpy as np
 import pytest
 import requests
-from safetensors.numpy import save_file
 
 from demo_model import DEFAULT_MODEL
-from tests.fault_peer import send_json
+from tests.support.hub_cache import MTP, WEIGHTS, blob_bytes, hub_repo, write_checkpoint
+from tests.support.peers import Daemon
 from webapp.web import models
-
-
-def write_checkpoint(folder: Path, tensors: list[str], config: dict | None = None, shards: int = 1) -> None:
-    """A checkpoint folder: config.json and ``shards`` safetensors files (with an index when sharded)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "config.json").write_text(json.dumps(config or {"model_type": "qwen3_5"}))
-    weight_map = {}
-    for shard in range(shards):
-        name = "model.safetensors" if shards == 1 else f"model-{shard + 1:05d}-of-{shards:05d}.safetensors"
-        mine = tensors[shard::shards]
-        save_file({t: np.zeros((4, 4), np.float32) for t in mine}, str(folder / name))
-        weight_map.update({t: name for t in mine})
-    if shards > 1:
-        (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
-
-
-def hub_repo(cache: Path, repo_id: str, tensors: list[str], config: dict | None = None, shards: int = 1,
-             revision: str = "abc123") -> Path:
-    """``repo_id`` as huggingface_hub caches it: files in blobs/, the snapshot links to them, refs/main names it."""
-    repo = cache / ("models--" + repo_id.replace("/", "--"))
-    staged = repo / "staged"
-    write_checkpoint(staged, tensors, config, shards)
-    snapshot = repo / "snapshots" / revision
-    snapshot.mkdir(parents=True)
-    (repo / "blobs").mkdir()
-    for file in staged.iterdir():
-        blob = repo / "blobs" / f"blob-{file.name}"
-        file.rename(blob)
-        (snapshot / file.name).symlink_to(Path("..") / ".." / "blobs" / blob.name)
-    staged.rmdir()
-    (repo / "refs").mkdir()
-    (repo / "refs" / "main").write_text(revision)
-    return snapshot
-
-
-def blob_bytes(repo: Path) -> int:
-    return sum(f.stat().st_size for f in (repo / "blobs").iterdir())
-
-
-WEIGHTS = ["model.embed_tokens.weight", "model.layers.0.mlp.up_proj.weight"]
-MTP = ["mtp.fc.weight", "mtp.layers.0.mlp.up_proj.weight"]
 
 
 @pytest.fixture
@@ -128,40 +81,6 @@ def test_the_cache_follows_huggingface_hub_environment(tmp_path, monkeypatch):
     assert models.hf_hub_cache() == tmp_path / "home" / "hub"
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "cache"))
     assert models.hf_hub_cache() == tmp_path / "cache"
-
-
-class Daemon:
-    """A server on a loopback port answering /health like MTPLX and /v1/models like an OpenAI server."""
-
-    def __init__(self, health_ok: bool = True, served: list[str] | None = None):
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                if self.path == "/health":
-                    self.reply(200, {"ok": outer.health_ok})
-                elif self.path == "/v1/models":
-                    self.reply(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in outer.served]})
-                else:
-                    self.reply(404, {"error": "no such route"})
-
-            def reply(self, status, body):
-                send_json(self, status, body)
-
-            def log_message(self, *args):
-                pass
-
-        self.health_ok = health_ok
-        self.served = served or []
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=5)
 
 
 @pytest.fixture

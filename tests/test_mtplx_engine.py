@@ -13,9 +13,11 @@ import requests
 from engines import Answer, GenerationOptions, Stats, Thinking
 from engines.mtplx import MtplxEngine
 from engines.mtplx.engine import effort_for
-from tests.fake_mtplx import DAEMON, FakeDaemon, control, free_port, install_mtplx, pid_alive, wait_gone
-from tests.test_openai_engine import HtmlHandler, run, serving, text, turn
-from tests.wsclient import WsClient, texts
+from tests.support.engine_runs import run, text, turn
+from tests.support.fake_mtplx import DAEMON, FakeDaemon, control, free_port, install_mtplx, pid_alive
+from tests.support.peers import HtmlHandler, serving
+from tests.support.poll import wait_until
+from tests.support.wsclient import WsClient, texts
 
 MODEL = "org/Qwen3.8-9B-Distill-MTPLX-Q6G64"
 OPTIONS = GenerationOptions(reasoning_budget=64, max_tokens=64, draft_block_size=3)
@@ -195,15 +197,11 @@ def test_a_failed_warm_up_is_logged_and_tried_again(started, caplog):
     control(engine.supervisor.base_url, "/fake/next", {"status": 500, "message": "warm-up broke"})
     with caplog.at_level(logging.WARNING, logger="engines.mtplx.engine"):
         engine.prepare(options)
-        deadline = time.monotonic() + 10
-        while "warm-up failed" not in caplog.text and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_until(lambda: "warm-up failed" in caplog.text)
     assert "HTTP 500 (warm-up broke)" in caplog.text
     tried = len(warm_ups())
     engine.prepare(options)  # not counted as warmed: the next settings change tries again
-    deadline = time.monotonic() + 10
-    while len(warm_ups()) == tried and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(warm_ups()) > tried)
     assert warm_ups()[-1]["messages"][0] == {"role": "system", "content": "Be brief."}
 
 
@@ -212,10 +210,7 @@ def test_forget_clears_the_conversation_session(started):
     run(engine, turn(conversation="forget-me"))
     assert "forget-me" in daemon_state(engine)["sessions"]
     engine.forget("forget-me")
-    deadline = time.monotonic() + 5
-    while "forget-me" in daemon_state(engine)["sessions"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert "forget-me" not in daemon_state(engine)["sessions"]
+    assert wait_until(lambda: "forget-me" not in daemon_state(engine)["sessions"], timeout=5)
 
 
 def test_daemon_dies_mid_stream_and_is_restarted_on_the_next_message(fake_path):
@@ -317,7 +312,7 @@ def test_cli_chat_then_sigterm_stops_the_daemon(fake_path, start_server):
         assert [m["content"] for m in history[-1]][1:] == ["hello", "Hello! How can I help?", "hello", "hello"]
         pid = health["startup"]["pid"]
     assert server.stop() == 0
-    assert wait_gone(pid, timeout=5)
+    assert wait_until(lambda: not pid_alive(pid), timeout=5)
 
 
 def test_specchat_killed_outright_does_not_orphan_the_daemon(fake_path, start_server):
@@ -327,7 +322,7 @@ def test_specchat_killed_outright_does_not_orphan_the_daemon(fake_path, start_se
     pid = requests.get(f"http://127.0.0.1:{port}/health", timeout=5).json()["startup"]["pid"]
     server.proc.kill()
     server.proc.wait(timeout=10)
-    assert wait_gone(pid, timeout=5)
+    assert wait_until(lambda: not pid_alive(pid), timeout=5)
 
 
 def test_unload_while_starting_stops_the_daemon_at_once(fake_path, monkeypatch):
@@ -335,9 +330,7 @@ def test_unload_while_starting_stops_the_daemon_at_once(fake_path, monkeypatch):
     engine = new_engine()
     loader = threading.Thread(target=engine.load, args=(OPTIONS,), daemon=True)
     loader.start()
-    deadline = time.monotonic() + 10
-    while engine.supervisor.proc is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: engine.supervisor.proc is not None)
     pid = engine.supervisor.proc.pid
     started = time.monotonic()
     engine.unload()
@@ -418,7 +411,7 @@ def test_switch_live_to_mtplx_deep_reset_then_back_stops_the_daemon(fake_path, s
         while frame["engine"]["state"] != "ready":
             frame, _ = ws.until("engine", timeout=60)
         assert frame["engine"]["name"] == "fake"
-    assert wait_gone(pid, timeout=20)
+    assert wait_until(lambda: not pid_alive(pid), timeout=20)
 
 
 def test_thinking_is_cut_at_the_budget_and_answered_on_the_same_session(started):

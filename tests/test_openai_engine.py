@@ -1,18 +1,15 @@
 """The OpenAI-compatible engine against the fake MTPLX daemon (an OpenAI-compatible server) and bad servers."""
 
-import threading
 import time
-from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from engines import Answer, Done, GenerationOptions, Message, Stats, Thinking, Turn, guarded
+from engines import Answer, Stats, Thinking
 from engines.openai_compat import OpenAICompatEngine
-from tests.fake_mtplx import FakeDaemon, free_port
-
-OPTIONS = GenerationOptions(reasoning_budget=64, max_tokens=64, temperature=0.0)
-
+from tests.support.engine_runs import OPTIONS, run, text, turn
+from tests.support.fake_mtplx import FakeDaemon, free_port
+from tests.support.peers import HtmlHandler, serving
+from tests.support.poll import wait_until
 
 @pytest.fixture(scope="module")
 def daemon():
@@ -27,25 +24,6 @@ def engine(daemon):
     engine.load(OPTIONS)
     yield engine
     engine.unload()
-
-
-def turn(text: str = "hi", options: GenerationOptions = OPTIONS, conversation: str = "c1") -> Turn:
-    return Turn(id=f"t{time.monotonic_ns()}", conversation_id=conversation, messages=[Message("user", text)],
-                options=options)
-
-
-def run(engine, t: Turn | None = None, on_event=None) -> tuple[Done, list]:
-    t = t or turn()
-    events = []
-    for event in guarded(engine.stream(t)):
-        events.append(event)
-        if on_event:
-            on_event(t, event)
-    return events[-1], events
-
-
-def text(events, kind) -> str:
-    return "".join(e.text for e in events if isinstance(e, kind))
 
 
 def assert_next_turn_works(engine):
@@ -158,10 +136,7 @@ def test_stop_closes_the_stream_within_a_chunk(engine, daemon):
     done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 1000})), stop_on_third)
     assert done.finish_reason == "cancelled"
     assert time.monotonic() - stopped["at"] < 0.5
-    deadline = time.monotonic() + 5
-    while not daemon.state()["disconnects"] and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert daemon.state()["disconnects"], "the server should see the client leave"
+    assert wait_until(lambda: daemon.state()["disconnects"], timeout=5), "the server should see the client leave"
     assert_next_turn_works(engine)
 
 
@@ -298,43 +273,11 @@ def test_connection_refused_is_explained_and_the_next_message_retries():
         daemon.stop()
 
 
-class HtmlHandler(BaseHTTPRequestHandler):
-    """A web server that is not an OpenAI-compatible one: HTML everywhere."""
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, data: bytes, content_type: str):
-        self.send_response(200)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _html(self):
-        self._send(b"<html><body>It works!</body></html>", "text/html")
-
-    do_GET = do_POST = _html
-
-
 class HtmlChatHandler(HtmlHandler):
     """Lists models, then answers the chat with HTML."""
 
     def do_GET(self):
         self._send(b'{"object": "list", "data": [{"id": "m"}]}', "application/json")
-
-
-@contextmanager
-def serving(handler):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
 
 
 def test_a_server_that_is_not_openai_compatible():

@@ -3,14 +3,14 @@
 import json
 import statistics
 import threading
-import time
 
 import pytest
 import requests
 
 from engines.fake import ANSWER, FakeEngine
-from tests.conftest import LiveServer
-from tests.wsclient import WsClient, texts
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient, texts
+from tests.support.poll import wait_until
 
 RACE_FRAMES = ("start", "thinking", "answer", "stats", "done")
 
@@ -244,10 +244,7 @@ def test_a_message_goes_before_a_calibration_and_ends_it(fake_server):
         target=lambda: answer.update(response=requests.post(fake_server.url + "/api/calibrate", timeout=60)))
     calibrating.start()
     with WsClient(fake_server.ws_url) as ws:
-        deadline = time.monotonic() + 10
-        while not fake_server.host.exclusive.locked():
-            assert time.monotonic() < deadline, "the calibration did not start"
-            time.sleep(0.01)
+        assert wait_until(fake_server.host.exclusive.locked), "the calibration did not start"
         done, _ = ws.chat("m1")
         calibrating.join(timeout=30)
         assert done["finish_reason"] == "stop"

@@ -6,8 +6,7 @@ import mlx.core as mx
 import pytest
 import requests
 
-from tests.test_mlx_server import set_settings
-from tests.wsclient import WsClient, texts
+from tests.support.wsclient import WsClient, set_settings, texts
 
 
 def test_greedy_race_is_identical_and_its_receipt_names_the_machine(mlx_server, tiny_model):

@@ -5,8 +5,9 @@ import pytest
 import requests
 
 from engines.fake import FakeEngine
-from tests.conftest import LiveServer
-from tests.wsclient import WsClient
+from tests.support.races import stopped_by_the_rule
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient
 from webapp.measurement.pairs import coverage, settled
 
 
@@ -81,13 +82,6 @@ def test_a_drafter_that_costs_more_than_it_saves_is_slower_and_three_pairs_are_u
     # Three pairs: min–max holds the median with only 75%, too little for a verdict whatever they say.
     assert short["confidence"] == {"low": round(min(ratios), 3), "high": round(max(ratios), 3), "coverage": 0.75}
     assert (short["wins"], short["verdict"]) == (sum(r > 1 for r in ratios), "unclear")
-
-
-def stopped_by_the_rule(ratios: list[float]) -> bool:
-    """Runs "auto" went on while the pairs so far did not settle it (from 5 on), and stopped once they did, or
-    at 9."""
-    n = len(ratios)
-    return 5 <= n <= 9 and not any(settled(ratios[:k]) for k in range(5, n)) and (settled(ratios) or n == 9)
 
 
 def test_runs_auto_stops_once_the_pairs_settle_it(fake_server):

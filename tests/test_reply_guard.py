@@ -8,7 +8,7 @@ import pytest
 from engines import Done, EngineBusy, GenerationOptions, Message, Turn, guarded
 from engines.fake import FakeEngine
 from engines.mlx.engine import MlxEngine
-from tests.wsclient import WsClient
+from tests.support.wsclient import WsClient
 
 OPTIONS = GenerationOptions().updated({"reasoning_budget": 0, "max_tokens": 24, "temperature": 0.0})
 

@@ -1,7 +1,7 @@
 """A dropped socket loses nothing: the reply goes on and the reconnected tab gets all of it."""
 
 from engines.fake import ANSWER
-from tests.wsclient import WsClient, texts
+from tests.support.wsclient import WsClient, texts
 
 
 def test_reply_survives_a_dropped_socket_and_resumes_whole(fake_server):

@@ -3,9 +3,9 @@ import pytest
 import requests
 
 from engines.options import GenerationOptions
+from tests.support.wsclient import WsClient
 from webapp.errors import ClientError
 from webapp.hosting.settings import SettingsStore
-from tests.wsclient import WsClient
 
 
 def test_partial_update_persists_across_instances(tmp_path):

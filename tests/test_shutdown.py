@@ -12,6 +12,8 @@ from websockets.exceptions import ConnectionClosed
 
 from engines.fake import FakeEngine
 from engines.registry import EngineSpec
+from tests.support.poll import wait_until
+from tests.support.wsclient import WsClient
 from webapp.conversations import conversation as conversation_module
 from webapp.conversations.conversation import Conversation, Said, new_message
 from webapp.conversations.store import Store
@@ -20,7 +22,6 @@ from webapp.hosting.host import EngineHost
 from webapp.hosting.settings import SettingsStore
 from webapp.measurement.baseline import Baselines
 from webapp.measurement.receipts import Receipts
-from tests.wsclient import WsClient
 
 
 class CountingEngine(FakeEngine):
@@ -49,19 +50,12 @@ def make_host(tmp_path, log, hold=None):
     return host
 
 
-def wait_for(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.01)
-
-
 def test_shut_down_after_a_switch_unloads_each_engine_once(tmp_path):
     log: list[str] = []
     host = make_host(tmp_path, log)
     host.start_loading().join(5)
     host.switch_engine({"name": "fake"})
-    wait_for(lambda: "B ready" in log)
+    assert wait_until(lambda: "B ready" in log)
     host.shut_down()
     assert log == ["A load", "A ready", "A unload", "B load", "B ready", "B unload"]
 
@@ -72,7 +66,7 @@ def test_shut_down_waits_for_a_load_in_flight_then_unloads_it(tmp_path):
     host = make_host(tmp_path, log, hold)
     host.start_loading().join(5)
     host.switch_engine({"name": "fake"})
-    wait_for(lambda: "B load" in log)
+    assert wait_until(lambda: "B load" in log)
     stopper = threading.Thread(target=host.shut_down)
     stopper.start()
     stopper.join(0.3)

@@ -7,8 +7,9 @@ import time
 
 import requests
 
-from tests.test_serving import RawWebSocket
-from tests.wsclient import WsClient
+from tests.support.poll import wait_until
+from tests.support.raw_websocket import RawWebSocket
+from tests.support.wsclient import WsClient
 from webapp.web.chat import ChatSession
 
 PROMPT = "x" * 32000  # each settings broadcast carries it: about 32 KB a frame
@@ -34,13 +35,6 @@ def writers():
     return sum(thread.name == "ws-writer" for thread in threading.enumerate())
 
 
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.02)
-
-
 def sessions(server):
     return len(server.host._sessions)
 
@@ -50,7 +44,7 @@ def test_a_tab_that_stops_reading_holds_up_no_one_and_is_closed_1008(fake_server
     before = writers()
     silent = SilentTab(fake_server)
     try:
-        wait_until(lambda: sessions(fake_server) == 1)
+        assert wait_until(lambda: sessions(fake_server) == 1)
         with WsClient(fake_server.ws_url) as tab:
             for i in range(300):  # about 9.6 MB of broadcasts: past the bound and any socket buffers
                 started = time.monotonic()
@@ -66,10 +60,10 @@ def test_a_tab_that_stops_reading_holds_up_no_one_and_is_closed_1008(fake_server
             # The silent tab reads at last: what it was sent, then its close.
             assert silent.close_code() == 1008
             silent.send_close()
-            wait_until(lambda: sessions(fake_server) == 1)
-            wait_until(lambda: writers() == before + 1)  # the silent tab's writer is gone, the reading tab's not
+            assert wait_until(lambda: sessions(fake_server) == 1)
+            assert wait_until(lambda: writers() == before + 1)  # the silent tab's writer is gone, the reading tab's not
             assert tab.chat("after")[0]["finish_reason"] in ("stop", "length")
-        wait_until(lambda: writers() == before and sessions(fake_server) == 0)
+        assert wait_until(lambda: writers() == before and sessions(fake_server) == 0)
     finally:
         silent.close()
 
@@ -80,14 +74,14 @@ def test_a_tab_that_never_reads_is_cut_off_and_leaves_no_thread(fake_server, mon
     before = writers()
     silent = SilentTab(fake_server)
     try:
-        wait_until(lambda: sessions(fake_server) == 1)
+        assert wait_until(lambda: sessions(fake_server) == 1)
         for i in range(200):  # about 6.4 MB: past the bound and any socket buffers
             started = time.monotonic()
             reply = requests.post(fake_server.url + "/api/settings", json={"system_prompt": f"{i} {PROMPT}"},
                                   timeout=5)
             assert reply.status_code == 200
             assert time.monotonic() - started < ROUND_TRIP_S, f"POST /api/settings {i} was held up"
-        wait_until(lambda: sessions(fake_server) == 0 and writers() == before)
+        assert wait_until(lambda: sessions(fake_server) == 0 and writers() == before)
         assert requests.get(fake_server.url + "/api/health", timeout=5).status_code == 200
     finally:
         silent.close()

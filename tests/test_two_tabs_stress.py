@@ -18,8 +18,8 @@ from concurrent.futures import Future
 import pytest
 
 from engines.mlx.engine import MlxEngine
-from tests.conftest import LiveServer
-from tests.wsclient import WsClient
+from tests.support.servers import LiveServer
+from tests.support.wsclient import WsClient
 
 OPERATIONS = 300
 SETTLE_S = 90  # every reply started must have ended within this after the last operation

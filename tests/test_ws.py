@@ -7,7 +7,7 @@ import requests
 from websockets.exceptions import InvalidStatus
 
 from engines.fake import ANSWER
-from tests.wsclient import WsClient, texts
+from tests.support.wsclient import WsClient, texts
 
 
 def test_hello_describes_engine_and_settings(fake_server):

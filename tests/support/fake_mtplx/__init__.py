@@ -11,7 +11,7 @@ from pathlib import Path
 
 import requests
 
-from benchmarks.harness import end_process
+from tests.support.harness import end_process
 
 DAEMON = Path(__file__).resolve().parent / "daemon.py"
 
@@ -47,15 +47,6 @@ def pid_alive(pid: int) -> bool:
             return stat.read().split(")")[-1].split()[0] != "Z"
     except FileNotFoundError:
         return False
-
-
-def wait_gone(pid: int, timeout: float = 10) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(pid):
-            return True
-        time.sleep(0.05)
-    return False
 
 
 class FakeDaemon:

@@ -1,7 +1,7 @@
-"""What benchmarks (and the tests) drive specchat with: the real CLI in a subprocess and a protocol v1 client.
+"""What the tests and the benchmarks drive specchat with: the real CLI in a subprocess and a protocol v1 client.
 
-Only specchat's own dependencies are used here (simple-websocket comes with flask-sock), so
-``make bench`` runs in a venv that ``make install`` made.
+Only specchat's own dependencies are used here (simple-websocket comes with flask-sock), so the benchmarks that
+import it run in a venv that ``make install`` made.
 """
 
 from __future__ import annotations
@@ -30,6 +30,12 @@ def end_process(proc: subprocess.Popen, grace_s: float) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``specchat bench ARGS`` to its end."""
+    return subprocess.run([sys.executable, "-m", "webapp", "bench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def get_json(url: str, timeout: float = 5) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from websockets.sync.client import connect
 
-from benchmarks.harness import FrameClient
+from tests.support.harness import FrameClient
 
 
 class WsClient(FrameClient):
@@ -25,3 +25,9 @@ class WsClient(FrameClient):
 
 def texts(frames: list[dict], kind: str) -> str:
     return "".join(f["text"] for f in frames if f["type"] == kind)
+
+
+def set_settings(ws: FrameClient, **values) -> dict:
+    """Change settings over the socket: the values the server answers with."""
+    ws.send({"type": "settings", "values": values})
+    return ws.until("settings")[0]["values"]
