@@ -59,9 +59,11 @@ class MlxEngine(Engine):
         self._prefix: PrefixSnapshot | None = None  # the system prompt's state for the own loop
         self._conversations = ConversationCaches()
         self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
+        # The settings hand-off: the newest settings not yet prepared for, and whether an unload has begun (then
+        # nothing is prepared any more). Written on the callers' threads, read on the model thread: under the lock.
+        self._wanted: GenerationOptions | None = None
         self._unloading = False
-        self._wanted: GenerationOptions | None = None  # the newest settings not yet prepared for
-        self._wanted_lock = threading.Lock()  # written on the caller's thread, taken on the model thread
+        self._wanted_lock = threading.Lock()
 
     def info(self) -> EngineInfo:
         loaded = self._loaded
@@ -80,6 +82,8 @@ class MlxEngine(Engine):
         )
 
     def load(self, options: GenerationOptions) -> None:
+        with self._wanted_lock:
+            self._unloading = False  # an unload from now on stops the warm-up
         self._thread.submit(self._load, options).result()
 
     def _load(self, options: GenerationOptions) -> None:
@@ -118,10 +122,11 @@ class MlxEngine(Engine):
 
     def prepare(self, options: GenerationOptions) -> None:
         """Settings changed: rebuild the prefix cache or prime a new system prompt, off the caller's thread."""
-        if self._loaded is not None:
-            with self._wanted_lock:
-                self._wanted = options
-            self._in_background(self._prepare_latest)
+        with self._wanted_lock:
+            if self._loaded is None or self._unloading:
+                return
+            self._wanted = options
+        self._in_background(self._prepare_latest)
 
     def _prepare_latest(self) -> None:
         """A burst of settings changes warms up once, for the newest: earlier jobs find it taken."""
@@ -142,8 +147,9 @@ class MlxEngine(Engine):
     def _prepare(self, options: GenerationOptions) -> None:
         from mlx_vlm import apc
 
-        if self._unloading:  # settings changes queued before an unload: nothing left to prepare for
-            return
+        with self._wanted_lock:
+            if self._unloading:  # an unload has begun during the load: nothing left to prepare for
+                return
         if not options.prefix_cache:
             if self._apc is not None or self._prefix is not None:
                 self._apc, self._apc_entries, self._primed_system, self._prefix = None, None, None, None
@@ -334,7 +340,8 @@ class MlxEngine(Engine):
         self._in_background(self._conversations.drop, conversation_id)
 
     def unload(self) -> None:
-        self._unloading = True
+        with self._wanted_lock:  # settings changes queued before this find nothing to prepare
+            self._unloading, self._wanted = True, None
         self.cancel_all()
         self._thread.submit(self._unload).result()
 
