@@ -113,19 +113,26 @@ def test_error_chunk_after_streaming_began(engine, daemon):
     assert_next_turn_works(engine)
 
 
-def test_stall_ends_the_turn(engine, daemon):
-    daemon.next(stall_after=3, stall_s=3)
-    started = time.monotonic()
-    done, _ = run(engine)
-    assert (done.finish_reason, done.error_code) == ("error", "stalled")
-    assert "sent nothing for 1 s" in done.error_message
-    assert time.monotonic() - started < 2.5
-    time.sleep(2)  # the fake finishes its stalled reply before the next one
-    assert_next_turn_works(engine)
+def test_stall_ends_the_turn(daemon):
+    engine = OpenAICompatEngine(daemon.url + "/v1", stall_s=0.25)
+    engine.load(OPTIONS)
+    try:
+        daemon.next(stall_after=3, stall_s=3)
+        started = time.monotonic()
+        done, _ = run(engine)
+        assert (done.finish_reason, done.error_code) == ("error", "stalled")
+        assert "sent nothing for 0.25 s" in done.error_message
+        # Ended by the stall limit, long before the server went on: ten times the limit, a tenth of the stall.
+        assert time.monotonic() - started < 2.5
+        time.sleep(3)  # the fake finishes its stalled reply before the next one
+        assert_next_turn_works(engine)
+    finally:
+        engine.unload()
 
 
 def test_stop_closes_the_stream_within_a_chunk(engine, daemon):
-    daemon.next(token_s=0.05, reasoning=[" step"] * 200)
+    chunk_s = 0.1
+    daemon.next(token_s=chunk_s, reasoning=[" step"] * 200)
     stopped = {}
 
     def stop_on_third(t, event):
@@ -135,7 +142,8 @@ def test_stop_closes_the_stream_within_a_chunk(engine, daemon):
 
     done, events = run(engine, turn(options=OPTIONS.updated({"reasoning_budget": 1000})), stop_on_third)
     assert done.finish_reason == "cancelled"
-    assert time.monotonic() - stopped["at"] < 0.5
+    # Within a chunk, with ten chunks' slack; the rest of the reply would take two hundred.
+    assert time.monotonic() - stopped["at"] < 10 * chunk_s
     assert wait_until(lambda: daemon.state()["disconnects"], timeout=5), "the server should see the client leave"
     assert_next_turn_works(engine)
 
