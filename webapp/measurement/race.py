@@ -164,8 +164,9 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
     if not (host.yield_calibration() and host.exclusive.acquire(blocking=False)):
         raise ClientError("busy", "A race or sweep is running: wait for it to finish, then try again.")
-    said = new_message("user", parent, text)
+    opened = None  # the warm-up, once it holds the engine
     try:
+        said = new_message("user", parent, text)
         messages, window = conversation.fitted(parent, lanes[0].options, said)
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
         replies += [LaneReply(host.engine, id, lane, run, prompt, messages)
@@ -175,11 +176,13 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
             replies[0].open(cancel)
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-    except Exception:
+        opened = replies[0]
+        reply = new_message("assistant", said["id"], settings=produced_by(host.engine.info(), kept.options))
+    except BaseException:  # work never runs, so nothing else lets the engine and the lock go
+        if opened is not None:
+            opened.close()
         host.exclusive.release()
         raise
-
-    reply = new_message("assistant", said["id"], settings=produced_by(host.engine.info(), kept.options))
 
     def tagged(frame: dict) -> dict:
         """A lane's frame with the stored reply it writes to, as a chat reply's frames carry it."""
