@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.browser import DESKTOP, PHONE, TABLET, ready_page, set_setting, start_race
+from tests.support.browser import DESKTOP, OVERFLOWING, PHONE, TABLET, ready_page, set_setting, start_race
 from webapp.conversations.store import title_of
 
 pytestmark = pytest.mark.browser
@@ -48,29 +48,6 @@ def screenshot(page, label: str) -> None:
 
 def box(page, selector: str) -> dict | None:
     return page.locator(selector).first.bounding_box()
-
-
-# Elements whose box reaches past the viewport's left or right edge where it is not clipped by a
-# scrolling or clipping ancestor (text cut by an ellipsis is inside its own box).
-OVERFLOWING = """() => {
-  const out = [];
-  for (const el of document.body.querySelectorAll('*')) {
-    let r = el.getBoundingClientRect();
-    if (r.width === 0 || r.height === 0) continue;
-    let left = r.left, right = r.right;
-    for (let a = el.parentElement; a && a !== document.body; a = a.parentElement) {
-      if (getComputedStyle(a).overflowX !== 'visible') {
-        const c = a.getBoundingClientRect();
-        left = Math.max(left, c.left);
-        right = Math.min(right, c.right);
-      }
-    }
-    if (right > left && (left < -1 || right > innerWidth + 1)) {
-      out.push(`${el.tagName.toLowerCase()}.${el.className} ${Math.round(left)}-${Math.round(right)}`);
-    }
-  }
-  return out;
-}"""
 
 
 def check_layout(page, size, title: str, label: str) -> None:

@@ -61,7 +61,8 @@ def send(page, text: str, replies: int = 1) -> None:
     done_count(page, replies)
 
 
-# Elements that stick out of their scrolling ancestor (or the window) sideways.
+# Elements whose box reaches past the viewport's left or right edge where it is not clipped by a
+# scrolling or clipping ancestor (text cut by an ellipsis is inside its own box).
 OVERFLOWING = """() => {
   const out = [];
   for (const el of document.body.querySelectorAll('*')) {
