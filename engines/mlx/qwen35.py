@@ -101,6 +101,16 @@ def exact_cache_entries(apc) -> int:
     return len(getattr(apc, "_exact_cache", None) or ())
 
 
+def cached_ids(state) -> list[int]:
+    """The token ids a ``PromptCacheState`` says its cache holds."""
+    return list(state.token_ids or [])
+
+
+def keep_cached_ids(state, count: int) -> None:
+    """Make a ``PromptCacheState`` claim only its first ``count`` ids, those its cache has processed."""
+    state.token_ids = cached_ids(state)[:count]
+
+
 def cached_positions(state) -> int | None:
     """How many positions a ``PromptCacheState``'s cache has processed: its attention layers' offset, or None
     when no layer says (then nothing tells whether its ``token_ids`` match the cache)."""

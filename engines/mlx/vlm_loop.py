@@ -6,7 +6,7 @@ Kept for comparison with specchat's loop and for drafters it does not run
 
 from __future__ import annotations
 
-from .qwen35 import cached_positions, drafter_rounds
+from .qwen35 import cached_ids, cached_positions, drafter_rounds, keep_cached_ids
 
 
 class VlmLoop:
@@ -89,10 +89,10 @@ class VlmLoop:
         prompt feeds them; ids that agree are left alone.
         """
         state = conversation.state
-        conversation.ids = list(state.token_ids or [])
+        conversation.ids = cached_ids(state)
         cached = cached_positions(state)
         if cached is None or cached > len(conversation.ids):
             return False
         if cached < len(conversation.ids):
-            state.token_ids = conversation.ids[:cached]
+            keep_cached_ids(state, cached)
         return True
