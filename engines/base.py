@@ -21,6 +21,16 @@ State = Literal["starting", "loading", "ready", "error"]
 
 
 @dataclass(frozen=True)
+class Status:
+    """An engine's state, its message and its progress, replaced whole so that a reader on another thread
+    never sees the state of one moment with the message of another."""
+
+    state: State
+    message: str = ""
+    progress: float | None = None
+
+
+@dataclass(frozen=True)
 class Message:
     role: Literal["system", "user", "assistant"]
     content: str
@@ -117,9 +127,7 @@ class Engine(ABC):
 
     def __init__(self) -> None:
         self._listeners: list[Callable[[EngineInfo], None]] = []
-        self._state: State = "loading"
-        self._message = "waiting to load"
-        self._progress: float | None = None
+        self._status = Status("loading", "waiting to load")
         self._claim_lock = threading.Lock()
         self._active: Turn | None = None  # the turn that holds the engine
 
@@ -128,7 +136,7 @@ class Engine(ABC):
 
     def _set_state(self, state: State, message: str = "", progress: float | None = None) -> None:
         """Record the engine's state and tell every listener (the tabs)."""
-        self._state, self._message, self._progress = state, message, progress
+        self._status = Status(state, message, progress)
         log.info("engine %s: %s", self.name, describe_state(state, message))
         self._notify()
 
@@ -177,8 +185,9 @@ class Engine(ABC):
 
     def _check_startable(self, turn: Turn) -> None:
         """Raise when ``turn`` cannot start now; called under the guard's lock."""
-        if self._state != "ready":
-            raise EngineNotReady(f"The model is not ready ({self._state}: {self._message}). Wait for it to load.")
+        status = self._status
+        if status.state != "ready":
+            raise EngineNotReady(f"The model is not ready ({status.state}: {status.message}). Wait for it to load.")
 
     @abstractmethod
     def _stream(self, turn: Turn) -> Iterator[Event]:

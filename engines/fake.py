@@ -45,7 +45,8 @@ class FakeEngine(Engine):
         self.answer: str | None = None  # the text every reply answers with, after its thinking (None: ANSWER)
 
     def info(self) -> EngineInfo:
-        return EngineInfo(self.name, "fake-model", "fake drafter", self._state, self._message)
+        status = self._status
+        return EngineInfo(self.name, "fake-model", "fake drafter", status.state, status.message)
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", "loading the fake model")

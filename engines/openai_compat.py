@@ -269,7 +269,8 @@ class OpenAICompatEngine(Engine):
         return f"The server at {self.base_url}"
 
     def info(self) -> EngineInfo:
-        return EngineInfo(self.name, self.model or "", self._drafter, self._state, self._message, self._progress)
+        status = self._status
+        return EngineInfo(self.name, self.model or "", self._drafter, status.state, status.message, status.progress)
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", f"connecting to {self.base_url}")
@@ -337,14 +338,16 @@ class OpenAICompatEngine(Engine):
 
     def _check_startable(self, turn: Turn) -> None:
         if not self.can_start():
-            raise EngineNotReady(f"The engine is not ready ({self._state}: {self._message}).")
+            status = self._status
+            raise EngineNotReady(f"The engine is not ready ({status.state}: {status.message}).")
         if turn.continued:
             raise EngineError(f"The {self.name} engine cannot go on with a reply: regenerate it instead.",
                               code="continue_unsupported")
 
     def can_start(self) -> bool:
         # After a failed load the next message tries again (before_turn), unless the engine was unloaded.
-        return self._state == "ready" or (self._state == "error" and not self._unloaded)
+        state = self._status.state
+        return state == "ready" or (state == "error" and not self._unloaded)
 
     def _stream(self, turn: Turn) -> Iterator[Event]:
         return self._reply(turn)
@@ -396,7 +399,7 @@ class OpenAICompatEngine(Engine):
 
     def before_turn(self, turn: Turn) -> None:
         """Runs on the reply's thread before the request: a server that was down is checked again."""
-        if self._state != "ready":
+        if self._status.state != "ready":
             self._connect(turn.cancel)
 
     def cancel_remote(self, turn: Turn) -> None:

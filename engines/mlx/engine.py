@@ -66,16 +66,16 @@ class MlxEngine(Engine):
         self._wanted_lock = threading.Lock()
 
     def info(self) -> EngineInfo:
-        loaded = self._loaded
+        loaded, status = self._loaded, self._status
         notes = [note for note in (loaded.drafter_note if loaded else None, self._loop_note) if note]
         return EngineInfo(
             name=self.name,
             model=self.model_spec,
             drafter=loaded.drafter_name if loaded else None,
             drafter_note=" ".join(notes) or None,
-            state=self._state,
-            message=self._message,
-            progress=self._progress,
+            state=status.state,
+            message=status.message,
+            progress=status.progress,
             examples=self._examples if loaded else (),
             decode_loop_reason=self._no_own_loop if loaded else None,
             quantized_verify_ratio=self._verify_ratio if loaded else None,
@@ -179,8 +179,9 @@ class MlxEngine(Engine):
         self._primed_system = options.system_prompt
 
     def _check_startable(self, turn: Turn) -> None:
-        if self._loaded is None or self._state != "ready":
-            raise EngineNotReady(f"The model is not ready ({self._state}: {self._message}). Wait for it to load.")
+        status = self._status
+        if self._loaded is None or status.state != "ready":
+            raise EngineNotReady(f"The model is not ready ({status.state}: {status.message}). Wait for it to load.")
 
     def _stream(self, turn: Turn) -> Iterator[Event]:
         events: queue.SimpleQueue[Event] = queue.SimpleQueue()

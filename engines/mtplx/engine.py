@@ -175,7 +175,7 @@ class MtplxEngine(OpenAICompatEngine):
         return f"MTPLX at {self.supervisor.address}"
 
     def info(self) -> EngineInfo:
-        mtp = self._state == "ready" and self.supervisor.health.get("load_mtp", True) is not False
+        mtp = self._status.state == "ready" and self.supervisor.health.get("load_mtp", True) is not False
         return replace(super().info(), model=self.model or self.served_model or "",
                        drafter="MTP head (MTPLX)" if mtp else None)
 
@@ -217,7 +217,7 @@ class MtplxEngine(OpenAICompatEngine):
         self._warmed_system = system_prompt
 
     def prepare(self, options: GenerationOptions) -> None:
-        if self._state == "ready" and options.system_prompt != self._warmed_system:
+        if self._status.state == "ready" and options.system_prompt != self._warmed_system:
             threading.Thread(target=self._warm_up, args=(options.system_prompt,), name="mtplx-warm-up",
                              daemon=True).start()
 
