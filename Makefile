@@ -1,10 +1,11 @@
-# specchat: `make run` installs and starts the app; `make test` installs test needs and runs every test.
+# specchat: `make run` installs and starts the app; `make test` installs test needs and runs every test;
+# `make test-fast` runs all but the browser tests and the long model runs, for the edit-test loop.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run install system-deps test test-install browser bench soak
+.PHONY: run install system-deps test test-fast test-install browser bench soak
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +53,9 @@ browser:
 
 test: test-install
 	$(BIN)/pytest -q
+
+test-fast: test-install
+	$(BIN)/pytest -q -m "not browser and not slow"
 
 bench: install
 	$(BIN)/python -m benchmarks.streaming

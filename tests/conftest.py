@@ -41,6 +41,15 @@ def float16_base(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def demo_runner():
+    """The shipped demo model loaded once for every test that asks it (demo_model.evaluate's Runner)."""
+    from demo_model import DEFAULT_MODEL
+    from demo_model.evaluate import Runner
+
+    return Runner(str(DEFAULT_MODEL))
+
+
+@pytest.fixture(scope="session")
 def converted(hf_base, tmp_path_factory) -> tuple[Path, Path]:
     """(headless, split): ``mlx_vlm.convert -q --q-bits 4 --q-group-size 64`` of HF_BASE by its hub id,
     without --mtp (its card names HF_BASE as base_model, as a hub conversion's does), and of the folder with

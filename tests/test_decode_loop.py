@@ -46,6 +46,7 @@ def _generate(decoder, ids, block, max_tokens=96, stop_ids=frozenset(), state=No
     return tokens, rounds, state
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["tiny", "demo"])
 def test_greedy_output_identical_at_every_block(which, request):
     loaded = request.getfixturevalue(which)
@@ -148,6 +149,7 @@ def _chi_square_z(counts: dict[int, int], probs: dict[int, float], n: int) -> fl
     return (stat - df) / math.sqrt(2 * df)
 
 
+@pytest.mark.slow
 def test_speculative_sampling_follows_the_target_distribution(tiny):
     """The token after a round's first position is drawn from the target's own distribution."""
     import mlx.core as mx
@@ -206,6 +208,7 @@ def engine():
     engine.unload()
 
 
+@pytest.mark.slow
 def test_engine_identical_across_budget_cut_and_next_turn(engine):
     """Through the engine: a thinking budget cut mid-thought and a next turn on the cache, at every block."""
     results = {}
@@ -309,21 +312,31 @@ def test_a_reply_cut_at_its_length_goes_on_where_it_stopped(engine, loop):
     assert done.finish_reason in ("stop", "length") and fresh  # rebuilt from the text after a restart
 
 
+LONG_PROMPT = [i % 500 + 10 for i in range(1300)]
+
+
+@pytest.fixture(scope="module")
+def long_prompt_hidden(demo):
+    """mlx-vlm's model's own hidden states for LONG_PROMPT, in one pass: what every chunking must give."""
+    import mlx.core as mx
+
+    lm = demo.model.language_model
+    return lm.model(mx.array([LONG_PROMPT]), cache=lm.make_cache())
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [0, 600, 1000])
-def test_prefill_returns_the_models_own_hidden_states_for_its_tail(demo, chunk):
+def test_prefill_returns_the_models_own_hidden_states_for_its_tail(demo, long_prompt_hidden, chunk):
     """Chunks of any size, one longer than the tail or not: the tail is what mlx-vlm's model computes."""
     import mlx.core as mx
 
     from engines.mlx.stepper import TAIL
 
     decoder = Decoder(demo.model, None)
-    ids = [i % 500 + 10 for i in range(1300)]
     state = decoder.new_state()
-    tail = decoder.target.prefill(state.target, ids, chunk)
-    lm = demo.model.language_model
-    full = lm.model(mx.array([ids]), cache=lm.make_cache())
-    assert tail.shape[1] == TAIL and state.target.offset == len(ids)
-    assert mx.allclose(tail, full[:, -TAIL:], atol=1e-4).item()
+    tail = decoder.target.prefill(state.target, LONG_PROMPT, chunk)
+    assert tail.shape[1] == TAIL and state.target.offset == len(LONG_PROMPT)
+    assert mx.allclose(tail, long_prompt_hidden[:, -TAIL:], atol=1e-4).item()
 
 
 def test_a_failed_settings_change_on_the_model_thread_is_logged(engine, caplog, monkeypatch):

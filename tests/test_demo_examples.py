@@ -96,6 +96,7 @@ def test_the_engine_offers_the_shipped_examples(engine):
     assert offered == [{"text": ex["text"], "thinking": ex["thinking"]} for ex in SHIPPED]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("example, budget", CASES)
 def test_example_is_answered_right(replies, example, budget):
     thinking, answer, done = replies(example["text"], budget)
@@ -107,6 +108,7 @@ def test_example_is_answered_right(replies, example, budget):
         assert not thinking and done.stats["thinking_tokens"] == 0
 
 
+@pytest.mark.slow
 def test_one_example_is_a_long_reply_where_drafting_pays(replies):
     runs = [(ex["text"], replies(ex["text"], THINKING_ON)[2].stats) for ex in SHIPPED]
     text, stats = max(runs, key=lambda run: run[1]["tokens"])

@@ -6,16 +6,11 @@ from pathlib import Path
 import pytest
 
 from demo_model import corpus
-from demo_model.evaluate import Runner, answer_number, messages
+from demo_model.evaluate import answer_number, messages
 from engines.mlx.loading import has_bundled_mtp
 
 CHECKPOINT = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
 FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
-
-
-@pytest.fixture(scope="module")
-def runner() -> Runner:
-    return Runner(str(CHECKPOINT))
 
 
 def test_shipped_files_are_a_complete_small_qwen3_5_checkpoint():
@@ -27,36 +22,36 @@ def test_shipped_files_are_a_complete_small_qwen3_5_checkpoint():
     assert has_bundled_mtp(CHECKPOINT)
 
 
-def test_load_drafter_picks_up_the_bundled_mtp_head(runner):
-    assert runner.kind == "mtp"
-    assert type(runner.drafter).__name__ == "Qwen3_5MTPDraftModel"
+def test_load_drafter_picks_up_the_bundled_mtp_head(demo_runner):
+    assert demo_runner.kind == "mtp"
+    assert type(demo_runner.drafter).__name__ == "Qwen3_5MTPDraftModel"
 
 
-def test_tokenizer_splits_digits_and_matches_the_raw_tokenizer(runner):
+def test_tokenizer_splits_digits_and_matches_the_raw_tokenizer(demo_runner):
     from tokenizers import Tokenizer
 
     raw = Tokenizer.from_file(str(CHECKPOINT / "tokenizer.json"))
     text = "<|im_start|>user\nWhat is 347 + 285?<|im_end|>\n<|im_start|>assistant\n<think>\n"
-    assert list(runner.tokenizer.encode(text, add_special_tokens=False)) == raw.encode(text).ids
+    assert list(demo_runner.tokenizer.encode(text, add_special_tokens=False)) == raw.encode(text).ids
     digits = [t for t in raw.encode("347").tokens]
     assert digits == ["3", "4", "7"]
 
 
-def test_chat_template_opens_thinking_or_writes_the_empty_block(runner):
-    on = runner.tokenizer.decode(runner.prompt_ids(messages("Hi"), True))
-    off = runner.tokenizer.decode(runner.prompt_ids(messages("Hi"), False))
+def test_chat_template_opens_thinking_or_writes_the_empty_block(demo_runner):
+    on = demo_runner.tokenizer.decode(demo_runner.prompt_ids(messages("Hi"), True))
+    off = demo_runner.tokenizer.decode(demo_runner.prompt_ids(messages("Hi"), False))
     assert on.endswith("<|im_start|>assistant\n<think>\n")
     assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
 
 
-def test_greeting_thinks_then_answers_and_streams_word_by_word(runner):
+def test_greeting_thinks_then_answers_and_streams_word_by_word(demo_runner):
     import mlx.core as mx
     from mlx_vlm import stream_generate
 
-    ids = runner.prompt_ids(messages("Hello!"), True)
+    ids = demo_runner.prompt_ids(messages("Hello!"), True)
     pieces = [
         c.text
-        for c in stream_generate(runner.model, runner.processor, "", input_ids=mx.array([ids]), max_tokens=60,
+        for c in stream_generate(demo_runner.model, demo_runner.processor, "", input_ids=mx.array([ids]), max_tokens=60,
                                  temperature=0.0)
     ]
     text = "".join(pieces)
@@ -64,32 +59,34 @@ def test_greeting_thinks_then_answers_and_streams_word_by_word(runner):
     assert sum(1 for p in pieces if p.strip()) >= 15  # released piece by piece, not at the end
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", [0, 1, 2])
-def test_held_out_arithmetic_is_answered_right(runner, index):
+def test_held_out_arithmetic_is_answered_right(demo_runner, index):
     exchange, expected = corpus.held_out_arithmetic(3)[index]
-    reply = runner.generate(runner.prompt_ids(messages(exchange.user), True), None)
+    reply = demo_runner.generate(demo_runner.prompt_ids(messages(exchange.user), True), None)
     assert "</think>" in reply.text
     assert answer_number(reply.text) == expected
 
 
-def test_thinking_off_answers_without_reasoning(runner):
-    reply = runner.generate(runner.prompt_ids(messages("How do I reset the cache?"), False), None)
+def test_thinking_off_answers_without_reasoning(demo_runner):
+    reply = demo_runner.generate(demo_runner.prompt_ids(messages("How do I reset the cache?"), False), None)
     assert "think>" not in reply.text
     assert "Reset cache button" in reply.text
     assert "The user asks" not in reply.text
 
 
-def test_out_of_domain_gets_the_polite_fallback(runner):
-    reply = runner.generate(runner.prompt_ids(messages("Write a poem about the sea."), False), None)
+def test_out_of_domain_gets_the_polite_fallback(demo_runner):
+    reply = demo_runner.generate(demo_runner.prompt_ids(messages("Write a poem about the sea."), False), None)
     assert reply.text.strip() == corpus.FALLBACK
 
 
-def test_greedy_output_is_identical_with_the_mtp_drafter(runner):
-    ids = runner.prompt_ids(messages("What is 478 - 193?"), True)
-    plain = runner.generate(ids, None)
-    snapshot = runner.stats()
-    drafted = runner.generate(ids, 3)
-    accepted, total = runner.since(snapshot)
+@pytest.mark.slow
+def test_greedy_output_is_identical_with_the_mtp_drafter(demo_runner):
+    ids = demo_runner.prompt_ids(messages("What is 478 - 193?"), True)
+    plain = demo_runner.generate(ids, None)
+    snapshot = demo_runner.stats()
+    drafted = demo_runner.generate(ids, 3)
+    accepted, total = demo_runner.since(snapshot)
     assert drafted.tokens == plain.tokens
     assert total > 0 and accepted / total > 0.5
 
@@ -140,7 +137,7 @@ def test_training_batches_keep_to_the_token_budget_and_mask_only_replies():
     assert rows > 10
 
 
-def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(runner):
+def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(demo_runner):
     """A chat as the corpus trains on it is, token for token, what specchat's prompt builder makes of it."""
     import random
 
@@ -153,12 +150,12 @@ def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(runn
     ids, mask = encode_pieces(Tokenizer.from_file(str(CHECKPOINT / "tokenizer.json")),
                               corpus.app_segments(corpus.DEFAULT_SYSTEM, turns))
     last, thinking = turns[-1]
-    prompt = runner.chat_ids(turns[:-1], last, thinking)
+    prompt = demo_runner.chat_ids(turns[:-1], last, thinking)
     assert ids[: len(prompt)] == prompt
-    assert ids[len(prompt):] == runner.app_prompts.encode(corpus.completion_text(last, thinking))
+    assert ids[len(prompt):] == demo_runner.app_prompts.encode(corpus.completion_text(last, thinking))
     # Every reply and its end token is trained, and nothing else.
     replies = [i for i, m in enumerate(mask) if m]
-    assert sum(mask) == sum(len(runner.app_prompts.encode(corpus.completion_text(ex, th))) for ex, th in turns)
+    assert sum(mask) == sum(len(demo_runner.app_prompts.encode(corpus.completion_text(ex, th))) for ex, th in turns)
     assert all(ids[i] == 2 for i in range(len(ids)) if mask[i] and (i + 1 == len(ids) or not mask[i + 1]))
     assert replies[-1] == len(ids) - 1
 

@@ -2,22 +2,20 @@
 
 import random
 import re
-from pathlib import Path
 
 import pytest
 
 from demo_model import corpus
 from demo_model.evaluate import (DEEP_TURN, HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES,
-                                 ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, Runner, ask, chat_questions, chat_run,
+                                 ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, ask, chat_questions, chat_run,
                                  held_out_skills, judge, outcomes, room_questions, skill_accuracy)
-
-CHECKPOINT = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
 
 
 def _pattern(template: str) -> str:
     return re.sub(r"\\\{[a-z]+\\\}", ".+?", re.escape(template))
 
 
+@pytest.mark.slow
 def test_the_corpus_never_asks_in_a_held_out_wording():
     templates = HELD_OUT_TEMPLATES + ROOM_TEMPLATES
     held_out = re.compile("|".join(f"(?:^|\\W)(?:{_pattern(t)})" for t in templates), re.IGNORECASE)
@@ -74,14 +72,9 @@ def test_judge_tells_right_from_an_honest_limit_from_a_wrong_answer():
 
 
 @pytest.fixture(scope="module")
-def runner():
-    return Runner(str(CHECKPOINT))
-
-
-@pytest.fixture(scope="module")
-def scores(runner):
+def scores(demo_runner):
     """Two held-out questions per skill (not the evaluation's own seed), each asked with thinking on and off."""
-    return skill_accuracy(runner, 2, seed=2024, log=lambda line: None)
+    return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
 # With thinking off stage 10 answers a few sums with a limit instead of the advice to turn thinking on ("62 minus
@@ -92,6 +85,7 @@ CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skill, thinking", CLAIMS)
 def test_shipped_model_answers_held_out_wordings(scores, skill, thinking):
     right, asked = scores[(skill, thinking)]
@@ -99,9 +93,9 @@ def test_shipped_model_answers_held_out_wordings(scores, skill, thinking):
 
 
 @pytest.fixture(scope="module")
-def room(runner):
+def room(demo_runner):
     """Two held-out questions per class a room tries first, each asked with thinking on and off."""
-    return outcomes(runner, room_questions(2, seed=2024), log=lambda line: None)
+    return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
 # Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 10):
@@ -113,21 +107,23 @@ ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skill, thinking", ROOM_CLAIMS)
 def test_shipped_model_is_never_confidently_wrong_where_a_room_goes(room, skill, thinking):
     counts = room[(skill, thinking)]
     assert sum(counts.values()) == 2 and counts["wrong"] == 0, (skill, thinking, counts)
 
 
-def test_a_long_chat_is_answered_as_well_at_its_end_as_at_its_start(runner):
+@pytest.mark.slow
+def test_a_long_chat_is_answered_as_well_at_its_end_as_at_its_start(demo_runner):
     """Twelve questions in one chat, each reply the model's own and kept with its reasoning, as specchat keeps it:
     the last two are answered as they are in a fresh chat, and no claimed class gets a wrong answer."""
     seed, turns = 2024, DEEP_TURN + 2
-    results = chat_run(runner, 1, turns, seed=seed, log=lambda line: None)
+    results = chat_run(demo_runner, 1, turns, seed=seed, log=lambda line: None)
     assert [turn for turn, *_ in results] == list(range(turns))
     claimed = {(s, t) for s in SKILLS + ROOM_CLASSES for t in (True, False)} - NOT_AT_THE_BAR - SKILLS_NOT_AT_THE_BAR
     assert [r for _, skill, thinking, r in results if r == "wrong" and (skill, thinking) in claimed] == []
     asked = chat_questions(random.Random(f"{seed}:chat:0"), turns)
     for turn, skill, thinking, deep in results[DEEP_TURN:]:
         _, ex, _ = asked[turn]
-        assert deep == judge(ask(runner, ex, thinking), ex, thinking), (turn, skill, ex.user)
+        assert deep == judge(ask(demo_runner, ex, thinking), ex, thinking), (turn, skill, ex.user)

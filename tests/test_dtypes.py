@@ -7,14 +7,9 @@ from engines import Message
 from engines.mlx.decoding import Decoder, Sampling
 from engines.mlx.loading import load_model
 
+pytestmark = pytest.mark.slow
+
 PROMPTS = ("What is 347 + 589?", "hello how are you today ?", "the cache keeps the prompt", "one two three")
-
-
-@pytest.fixture(scope="module")
-def float16_base(tmp_path_factory):
-    from demo_model.hf_layout import build_hf_checkpoint
-
-    return build_hf_checkpoint(tmp_path_factory.mktemp("hf") / "tiny-f16", dtype="float16")
 
 
 @pytest.fixture(scope="module", params=[None, 4, 8], ids=["float16", "4-bit", "8-bit"])

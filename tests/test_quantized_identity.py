@@ -8,6 +8,8 @@ from engines import Message
 from engines.mlx.decoding import Decoder, Sampling
 from engines.mlx.loading import load_drafter, load_model
 
+pytestmark = pytest.mark.slow
+
 BLOCKS = (2, 3, 4, 5, 6)
 PROMPTS = ("What is 347 + 589?", "the cache keeps the prompt so the next turn starts fast .")
 CONVERSIONS = {  # name: (base dtype, bits, group size, mixed predicate)
@@ -17,13 +19,6 @@ CONVERSIONS = {  # name: (base dtype, bits, group size, mixed predicate)
     "mixed 3/6": ("bfloat16", 4, 64, "mixed_3_6"),
     "float16 5-bit": ("float16", 5, 64, None),
 }
-
-
-@pytest.fixture(scope="module")
-def float16_base(tmp_path_factory):
-    from demo_model.hf_layout import build_hf_checkpoint
-
-    return build_hf_checkpoint(tmp_path_factory.mktemp("hf") / "Tiny-f16", dtype="float16")
 
 
 @pytest.fixture(scope="module", params=list(CONVERSIONS))
