@@ -77,9 +77,11 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# With thinking off stage 10 answers a few sums with a limit instead of the advice to turn thinking on ("62 minus
-# 671 equals?" with the one for negative numbers, "443 times 4 equals?" with "too long"): honest, but not right.
-SKILLS_NOT_AT_THE_BAR = {("add/subtract", False), ("multiply", False)}
+# Where the shipped weights (stage 11) are below the bar on the evaluation's ten questions per skill, each miss
+# measured in demo_model/README.md: letter counts worded "How many r's would you say parallel has?" (thinking on)
+# derail; with thinking off one unknown unit gets the follow-up limit and one question on another topic "nothing
+# to repeat yet": honest, but not the expected answer.
+SKILLS_NOT_AT_THE_BAR = {("letters", True), ("unknown units", False), ("other topics", False)}
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
@@ -98,11 +100,10 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 10):
-# some words and random letters are misspelled while they are counted, and a few follow-up wordings ("Repeat
-# your answer.", "Give it to me in hours.") are read as another question.
-NOT_AT_THE_BAR = {("letters, any word", True), ("word length", True), ("follow-ups", True), ("follow-ups", False),
-                  ("follow-up, fresh chat", True), ("follow-up, fresh chat", False)}
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 11):
+# words it never saw are sometimes misspelled while they are counted or measured, and with thinking off one
+# follow-up converted the wrong way ("Tell me the same in centimeters." after millimeters).
+NOT_AT_THE_BAR = {("letters, any word", True), ("word length", True), ("follow-ups", False)}
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
 
