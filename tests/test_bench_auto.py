@@ -4,7 +4,7 @@
 import json
 
 from engines import GenerationOptions
-from tests.test_bench import bench
+from tests.support.harness import bench
 from webapp.measurement.bench import enough_runs, loop_lane
 from webapp.measurement.lanes import LaneRun
 from webapp.measurement.pairs import AUTO_MAX_PAIRS

@@ -8,6 +8,8 @@ import pytest
 from webapp import ROOT
 from webapp.blas import blas_in_maps, find_blis, find_openblas
 
+pytestmark = pytest.mark.slow
+
 
 def test_bundled_choice_and_missing_library_mean_no_preload(tmp_path):
     assert find_openblas("bundled") is None

@@ -164,6 +164,7 @@ def short_mlx(short_model, tmp_path_factory):
     server.engine.unload()
 
 
+@pytest.mark.slow
 def test_mlx_drops_the_oldest_turns_and_re_reads_the_shortened_history(short_mlx):
     engine = short_mlx.engine
     options = short_mlx.host.settings.current
@@ -185,6 +186,7 @@ def test_mlx_drops_the_oldest_turns_and_re_reads_the_shortened_history(short_mlx
     assert engine.prompt_size([Message("user", "hi")], options)[1] == MLX_CONTEXT
 
 
+@pytest.mark.slow
 def test_mlx_refuses_a_single_message_longer_than_the_context(short_mlx):
     with WsClient(short_mlx.ws_url) as ws:
         ws.chat("before", "hello there")
@@ -194,6 +196,7 @@ def test_mlx_refuses_a_single_message_longer_than_the_context(short_mlx):
         assert ws.chat("after", "hello again")[0]["finish_reason"] in ("stop", "length")
 
 
+@pytest.mark.slow
 def test_mlx_with_thinking_falls_back_to_a_fresh_render_when_the_cached_turns_outgrow_the_context(short_mlx):
     """The cached ids keep every past thinking block, which a fresh render of the history leaves out: a next
     turn that extends them past the context re-reads the history instead of failing."""

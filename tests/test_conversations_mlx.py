@@ -12,6 +12,8 @@ from engines.mlx.engine import MlxEngine
 from tests.support.servers import LiveServer
 from tests.support.wsclient import WsClient, texts
 
+pytestmark = pytest.mark.slow
+
 SETTINGS = {"reasoning_budget": 12, "max_tokens": 10, "temperature": 0.0}
 
 

@@ -17,6 +17,8 @@ from tests.support.fake_mtplx import free_port
 from tests.support.harness import end_process
 from tests.support.wsclient import WsClient, texts
 
+pytestmark = pytest.mark.slow
+
 
 class Peer:
     def __init__(self, args: list[str], env: dict):

@@ -10,6 +10,8 @@ from engines import Answer, Done, GenerationOptions, Message, Thinking, Turn, gu
 from engines.mlx.decoding import Decoder, Sampling
 from engines.mlx.loading import load_drafter, load_model
 
+pytestmark = pytest.mark.slow
+
 DEMO = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
 BLOCKS = (2, 3, 4, 5, 6)
 
@@ -46,7 +48,6 @@ def _generate(decoder, ids, block, max_tokens=96, stop_ids=frozenset(), state=No
     return tokens, rounds, state
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("which", ["tiny", "demo"])
 def test_greedy_output_identical_at_every_block(which, request):
     loaded = request.getfixturevalue(which)
@@ -149,7 +150,6 @@ def _chi_square_z(counts: dict[int, int], probs: dict[int, float], n: int) -> fl
     return (stat - df) / math.sqrt(2 * df)
 
 
-@pytest.mark.slow
 def test_speculative_sampling_follows_the_target_distribution(tiny):
     """The token after a round's first position is drawn from the target's own distribution."""
     import mlx.core as mx
@@ -208,7 +208,6 @@ def engine():
     engine.unload()
 
 
-@pytest.mark.slow
 def test_engine_identical_across_budget_cut_and_next_turn(engine):
     """Through the engine: a thinking budget cut mid-thought and a next turn on the cache, at every block."""
     results = {}
@@ -324,7 +323,6 @@ def long_prompt_hidden(demo):
     return lm.model(mx.array([LONG_PROMPT]), cache=lm.make_cache())
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [0, 600, 1000])
 def test_prefill_returns_the_models_own_hidden_states_for_its_tail(demo, long_prompt_hidden, chunk):
     """Chunks of any size, one longer than the tail or not: the tail is what mlx-vlm's model computes."""

@@ -44,6 +44,7 @@ def test_chat_template_opens_thinking_or_writes_the_empty_block(demo_runner):
     assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
 
 
+@pytest.mark.slow
 def test_greeting_thinks_then_answers_and_streams_word_by_word(demo_runner):
     import mlx.core as mx
     from mlx_vlm import stream_generate
@@ -68,6 +69,7 @@ def test_held_out_arithmetic_is_answered_right(demo_runner, index):
     assert answer_number(reply.text) == expected
 
 
+@pytest.mark.slow
 def test_thinking_off_answers_without_reasoning(demo_runner):
     reply = demo_runner.generate(demo_runner.prompt_ids(messages("How do I reset the cache?"), False), None)
     assert "think>" not in reply.text
@@ -75,6 +77,7 @@ def test_thinking_off_answers_without_reasoning(demo_runner):
     assert "The user asks" not in reply.text
 
 
+@pytest.mark.slow
 def test_out_of_domain_gets_the_polite_fallback(demo_runner):
     reply = demo_runner.generate(demo_runner.prompt_ids(messages("Write a poem about the sea."), False), None)
     assert reply.text.strip() == corpus.FALLBACK

@@ -7,6 +7,8 @@ from engines import Done, GenerationOptions, Message, Turn, guarded
 from engines.mlx.decoding import Decoder, Sampling
 from engines.mlx.loading import load_drafter, load_model
 
+pytestmark = pytest.mark.slow
+
 BLOCKS = (2, 3, 4, 5, 6)
 # The second is long enough (with the template, over 32 tokens, two experts each) that the switch layers
 # sort the tokens by expert while prefilling.

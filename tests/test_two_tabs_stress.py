@@ -21,6 +21,8 @@ from engines.mlx.engine import MlxEngine
 from tests.support.servers import LiveServer
 from tests.support.wsclient import WsClient
 
+pytestmark = pytest.mark.slow
+
 OPERATIONS = 300
 SETTLE_S = 90  # every reply started must have ended within this after the last operation
 BASE = {"reasoning_budget": 0, "max_tokens": 4, "temperature": 0.0, "speculative": True}
