@@ -160,8 +160,7 @@ HELD_OUT_MUL = ["What do you get if you multiply {a} by {b}?", "Work out {a} × 
 HELD_OUT_UNITS = ["Express {n} {frm} in {to}.", "{n} {frm} equals how many {to}?", "Change {n} {frm} into {to}.",
                   "I have {n} {frm}. How many {to} is that?", "Could you turn {n} {frm} into {to}?",
                   "What's {n} {frm} in {to}?"]
-HELD_OUT_UNKNOWN_UNITS = ["furlongs", "leagues", "fathoms", "quarts", "carats", "bushels", "parsecs", "teaspoons",
-                          "cubits", "rods", "pecks", "hands"]
+HELD_OUT_UNKNOWN_UNITS = corpus.HELD_OUT_UNKNOWN_UNITS
 HELD_OUT_LETTERS = ["In the word {w}, how many {c}'s are there?", "Count how many times {c} appears in {w}.",
                     "How often does the letter {c} occur in {w}?", "What is the number of {c}'s in {w}?",
                     "Tell me the number of {c}'s in {w}.", "How many {c}'s would you say {w} has?"]
@@ -312,10 +311,7 @@ HELD_OUT_AMOUNT_FOLLOW_UPS = ["And if it were {n} {frm}?", "Try {n} {frm} instea
 # The corpus keeps these out of every wording of "again?" it puts together.
 HELD_OUT_AGAIN = corpus.HELD_OUT_AGAIN
 # Real words that are not in the corpus's word list: their letters are read from the question.
-HELD_OUT_WORDS = ("xylophone quizzical jigsaw rhythm sphinx wizard blizzard pumpkin walrus zebra lantern harbor "
-                  "biscuit marble trumpet velvet meadow crystal saddle pebble goblin castle hammock jukebox "
-                  "kitten lobster muffin napkin oyster pretzel quilt ribbon scissors tornado unicorn vulture "
-                  "waffle yogurt zipper anchor beetle cactus dentist eagle falcon glacier hurricane igloo jacket").split()
+HELD_OUT_WORDS = corpus.HELD_OUT_WORDS
 ROOM_TEMPLATES = (HELD_OUT_PERCENT + HELD_OUT_OTHER_MATHS + HELD_OUT_LENGTH + HELD_OUT_UNIT_FOLLOW_UPS
                   + HELD_OUT_AMOUNT_FOLLOW_UPS + HELD_OUT_AGAIN)
 

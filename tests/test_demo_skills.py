@@ -45,6 +45,21 @@ def test_held_out_questions_cover_every_skill_and_know_their_answers():
     assert back.answer == "5000 meters is 5 kilometers."
 
 
+def test_letter_and_length_questions_put_the_word_anywhere_and_spell_it_in_lower_case():
+    rng = random.Random(3)
+    asked = [corpus.count_letters(rng) for _ in range(3_000)] + [corpus.word_length(rng) for _ in range(3_000)]
+    spelt = [re.match(r"Spell (\S+?):? ", ex.reasoning) for ex in asked]
+    words = [m.group(1) for m in spelt if m]
+    assert len(words) > 5_000 and all(w == w.lower() for w in words)
+    # Each question holds its word; the word opens it, ends it and stands inside another verb.
+    pairs = [(ex.user.lower(), w) for ex, w in zip(asked, (m and m.group(1) for m in spelt)) if w]
+    assert all(re.search(rf"\b{w}\b", q) for q, w in pairs)
+    assert sum(q.startswith(w) for q, w in pairs) > 100
+    assert sum(bool(re.search(rf"\b{w}['\"]?[?.]$", q)) for q, w in pairs) > 1_000
+    assert sum(bool(re.match(rf"(spell out|write out|look at|go through|take) (the word )?['\"]?{w}\b", q))
+               for q, w in pairs) > 100
+
+
 def test_room_questions_know_their_answers():
     asked = dict(room_questions(1, seed=5))
     assert list(asked) == ROOM_CLASSES
@@ -52,9 +67,10 @@ def test_room_questions_know_their_answers():
     assert asked["decimals, negatives"].reply(False) == corpus.WHOLE_ONLY
     follow_up = asked["follow-ups"]
     assert isinstance(follow_up, FollowUp) and follow_up.before.topic
-    # A letter count in a word the corpus never lists is worked out from the word asked, letter by letter.
+    # A letter count in a word the corpus never lists is worked out from the word asked, letter by letter, spelt
+    # in lower case; the answer names the word as it was asked.
     ex = corpus.letters_exchange("Xylophone", "o", "In the word Xylophone, how many o's are there?")
-    assert ex.reasoning.startswith("Spell Xylophone: X y l o p h o n e.") and ex.answer == "There are 2 o's in Xylophone."
+    assert ex.reasoning.startswith("Spell xylophone: x y l o p h o n e.") and ex.answer == "There are 2 o's in Xylophone."
     assert corpus.length_exchange("walrus", "?").answer == "walrus has 6 letters."
     chat = chat_questions(random.Random(1), 20)
     assert len({skill for skill, _, _ in chat}) >= 10 and any(th for *_, th in chat) and not all(th for *_, th in chat)
