@@ -1,10 +1,11 @@
 """The few-row quantized product kernel against MLX's own quantized product, on a CUDA GPU.
 
     python -m benchmarks.quantized_skinny [--bits 4,8] [--group-size 64] [--rows 1,2,4,8,16]
-                                          [--rows-per-warp 4] [--reps 30]
+                                          [--rows-per-warp 4] [--splits 0] [--reps 30]
 
 For weights of the 4.1B rig's shapes: milliseconds per product (20 products queued, then waited on) with
-``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp``) for each number of rows, all
+``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp`` and each ``--splits``, the warps
+sharing a set of weight rows; 0 is the kernel's own choice for the shape) for each number of rows, all
 measured interleaved, median (min-max) over ``--reps``; then each one's k-row ÷ 1-row ratio (median of the
 per-repetition ratios, min-max), against the bar of 1.3 for four rows; and the largest difference from
 MLX's result relative to |x| @ |w|.
@@ -37,12 +38,13 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=64)
     parser.add_argument("--rows", type=_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--rows-per-warp", type=_ints, default=[4])
+    parser.add_argument("--splits", type=_ints, default=[0])
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
 
     import mlx.core as mx
 
-    from engines.mlx.quantized_skinny import applies, product
+    from engines.mlx.quantized_skinny import applies, k_split, product
     from engines.mlx.recurrence import use_cuda_kernel
 
     if not use_cuda_kernel():
@@ -62,7 +64,10 @@ def main() -> None:
             variants = {"mlx": lambda x: mx.quantized_matmul(x, wq, scales=scales, biases=biases, transpose=True,
                                                              group_size=g, bits=bits)}
             for nw in args.rows_per_warp:
-                variants[f"kernel/{nw}"] = lambda x, nw=nw: product(x, wq, scales, biases, bits, nw)
+                for split in args.splits:
+                    label = f"kernel/{nw}x{split or f'auto={k_split(n, k, bits, nw)}'}"
+                    variants[label] = lambda x, nw=nw, split=split: product(x, wq, scales, biases, bits, nw,
+                                                                            split or None)
             inputs = {rows: [mx.random.normal((rows, k)).astype(mx.bfloat16) for _ in range(QUEUED)]
                       for rows in args.rows}
             dequantized = mx.dequantize(wq, scales, biases, group_size=g, bits=bits).astype(mx.float32)

@@ -6,7 +6,8 @@ drafter identical to drafter off on quantized checkpoints there)."""
 import pytest
 
 from engines.mlx import linear
-from engines.mlx.quantized_skinny import BITS, GROUP_SIZES, MAX_ROWS, applies, emulate, product, unpack
+from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
+                                          unpack)
 from engines.mlx.recurrence import use_cuda_kernel
 
 cuda = pytest.mark.skipif(not use_cuda_kernel(), reason="specchat's CUDA kernels run only on a CUDA GPU")
@@ -69,6 +70,29 @@ def test_emulation_is_mlxs_quantized_product_within_float32_rounding(bits, group
         assert error.max().item() < 1e-6, (rows, error.max().item())
 
 
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("split", [2, MAX_K_SPLIT])
+def test_emulation_with_warps_sharing_k_is_mlxs_quantized_product(bits, split):
+    import mlx.core as mx
+
+    # K = 1408 over 32 x split lanes: the last round leaves some lanes of some warps idle
+    wq, scales, biases = _weights(40, 1408, 64, bits)
+    x = mx.random.normal((3, 1408), key=mx.random.key(split))
+    ours, theirs = emulate(x, wq, scales, biases, 64, bits, split), _theirs(x, wq, scales, biases, 64, bits)
+    error = mx.abs(ours - theirs) / _magnitude(x, wq, scales, biases, 64, bits)
+    assert error.max().item() < 1e-6
+    assert not mx.array_equal(ours, emulate(x, wq, scales, biases, 64, bits, 1))  # another order of sums
+
+
+def test_warps_share_k_where_few_warps_would_run():
+    # a 4.1B model's down projection: 1,024 warps of four rows each over 12 lane steps
+    assert k_split(4096, 12288, 4) == MAX_K_SPLIT
+    # gate and up: 3,072 warps, two take 6,144
+    assert k_split(12288, 4096, 4) == 2
+    # small layers: every lane keeps two steps or more
+    assert k_split(301, 1408, 4) == 1 and k_split(96, 512, 8) == 1
+
+
 def test_emulation_keeps_leading_dimensions_and_the_activation_dtype():
     import mlx.core as mx
 
@@ -98,38 +122,45 @@ def test_quantized_layers_run_as_their_modules_off_cuda():
 KERNELS = [(bits, "bfloat16") for bits in BITS] + [(4, "float16"), (8, "float16")]
 
 
+# warps sharing K: the common widths, each split (compiling fewer kernels than every pair would)
+SPLITS = [(bits, "bfloat16", group_size, split) for bits in (3, 4, 8) for group_size in (64,)
+          for split in (2, MAX_K_SPLIT)]
+
+
 @cuda
-@pytest.mark.parametrize(("bits", "dtype"), KERNELS)
-@pytest.mark.parametrize("group_size", GROUP_SIZES)
-def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size):
+@pytest.mark.parametrize(("bits", "dtype", "group_size", "split"),
+                         [(bits, dtype, group_size, None) for bits, dtype in KERNELS for group_size in GROUP_SIZES]
+                         + SPLITS)
+def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
     import mlx.core as mx
 
-    # N = 301: the last warp's rows run past the weight's end
+    # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
     wq, scales, biases = _weights(301, 1408, group_size, bits, dtype=dtype)
     for rows in range(1, MAX_ROWS + 1):
         x = mx.random.normal((rows, 1408), key=mx.random.key(rows)).astype(getattr(mx, dtype))
         assert applies(x, wq, scales, biases, group_size, bits)
-        ours = product(x, wq, scales, biases, bits).astype(mx.float32)
+        ours = product(x, wq, scales, biases, bits, split=split).astype(mx.float32)
         assert ours.shape == (rows, 301)
         magnitude = _magnitude(x, wq, scales, biases, group_size, bits)
         theirs = _theirs(x, wq, scales, biases, group_size, bits)
         # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
         assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
         # the emulation's order, fused multiply-adds aside: at most one unit in the last place apart
-        emulated = emulate(x, wq, scales, biases, group_size, bits).astype(mx.float32)
+        emulated = emulate(x, wq, scales, biases, group_size, bits, split).astype(mx.float32)
         assert (mx.abs(ours - emulated) <= 2**-7 * mx.abs(emulated) + 1e-6 * magnitude).all().item(), rows
 
 
 @cuda
-@pytest.mark.parametrize(("bits", "dtype"), KERNELS)
-def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype):
+@pytest.mark.parametrize(("bits", "dtype", "split"),
+                         [(bits, dtype, None) for bits, dtype in KERNELS] + [(4, "bfloat16", MAX_K_SPLIT)])
+def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
     import mlx.core as mx
 
     wq, scales, biases = _weights(1000, 2048, 64, bits, dtype=dtype)
     x = mx.random.normal((MAX_ROWS, 2048)).astype(getattr(mx, dtype))
-    singles = [product(x[r : r + 1], wq, scales, biases, bits) for r in range(MAX_ROWS)]
+    singles = [product(x[r : r + 1], wq, scales, biases, bits, split=split) for r in range(MAX_ROWS)]
     for rows in range(2, MAX_ROWS + 1):
-        out = product(x[:rows], wq, scales, biases, bits)
+        out = product(x[:rows], wq, scales, biases, bits, split=split)
         for r in range(rows):
             assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
 

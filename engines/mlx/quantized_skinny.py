@@ -30,6 +30,9 @@ ROWS_PER_WARP = 4  # weight rows a warp reads together, each input chunk loaded 
 BITS = (2, 3, 4, 5, 6, 8)
 GROUP_SIZES = (32, 64, 128)
 LANES = 32
+WARPS = 4  # warps per block
+MAX_K_SPLIT = 4  # the most warps (of a block's WARPS) that share a set of weight rows, each taking part of K
+WARPS_IN_FLIGHT = 4096  # about 32 per multiprocessor on a 132-SM GPU: enough loads in flight to hide their latency
 
 
 def lane_step(bits: int) -> int:
@@ -49,10 +52,11 @@ SOURCE = """
     const int group_size = K / groups;
     const int row_words = K / 32 * BITS;
     const int lane = threadIdx.x;
-    const int n0 = (blockIdx.y * blockDim.y + threadIdx.y) * NW;
-    if (n0 >= N) {
-        return;
-    }
+    // KS warps of a block share NW weight rows, warp `part` taking every KS-th 32-step stretch of K
+    const int part = threadIdx.y % KS;
+    const int n0 = (blockIdx.y * blockDim.y + threadIdx.y) / KS * NW;
+    const bool active = n0 < N;  // no early return: the warps of a block meet at a barrier when KS > 1
+    __shared__ float partial[KS > 1 ? WARPS : 1][NW][MR];
     float acc[NW][MR];
     #pragma unroll
     for (int r = 0; r < NW; ++r) {
@@ -61,7 +65,7 @@ SOURCE = """
             acc[r][m] = 0.0f;
         }
     }
-    for (int i = lane; i < K / E; i += 32) {
+    for (int i = active ? part * 32 + lane : K / E; i < K / E; i += 32 * KS) {
         unsigned int words[NW][W];
         float scale[NW];
         float bias[NW];
@@ -103,7 +107,10 @@ SOURCE = """
                     if (shift + BITS > 32 && word + 1 < W) {
                         q |= words[r][word + 1] << (32 - shift);
                     }
-                    wf[r][j] = __fmaf_rn(scale[r], static_cast<float>(q & MASK), bias[r]);
+                    // float(q) exactly, as 2**23 + q read as a float minus 2**23: full-rate logic and an
+                    // add where an integer conversion runs at a fraction of the rate on NVIDIA GPUs
+                    const float qf = __uint_as_float((q & MASK) | 0x4B000000u) - 8388608.0f;
+                    wf[r][j] = __fmaf_rn(scale[r], qf, bias[r]);
                 }
             }
             #pragma unroll
@@ -131,8 +138,29 @@ SOURCE = """
             for (int offset = 16; offset > 0; offset /= 2) {
                 v += __shfl_xor_sync(0xffffffff, v, offset);
             }
-            if (lane == 0 && m < M && n0 + r < N) {
+            if (KS > 1 && lane == 0) {
+                partial[threadIdx.y][r][m] = v;
+            }
+            if (KS == 1 && lane == 0 && active && m < M && n0 + r < N) {
                 y[(size_t)m * N + n0 + r] = static_cast<T>(v);
+            }
+        }
+    }
+    if (KS > 1) {
+        __syncthreads();
+        if (part == 0 && lane == 0 && active) {
+            #pragma unroll
+            for (int r = 0; r < NW; ++r) {
+                #pragma unroll
+                for (int m = 0; m < MR; ++m) {
+                    float v = partial[threadIdx.y][r][m];
+                    for (int p = 1; p < KS; ++p) {
+                        v += partial[threadIdx.y + p][r][m];
+                    }
+                    if (m < M && n0 + r < N) {
+                        y[(size_t)m * N + n0 + r] = static_cast<T>(v);
+                    }
+                }
             }
         }
     }
@@ -171,20 +199,35 @@ def row_bucket(rows: int) -> int:
     return 1 << (rows - 1).bit_length()
 
 
-def product(x, wq, scales, biases, bits: int, rows_per_warp: int = ROWS_PER_WARP):
+def k_split(n: int, k: int, bits: int, rows_per_warp: int = ROWS_PER_WARP) -> int:
+    """How many warps share a set of weight rows: the fewest that put ``WARPS_IN_FLIGHT`` warps to work, as
+    long as every lane still takes two steps or more. A product over few output rows and a long K (a
+    layer's down projection) otherwise runs a few warps per multiprocessor, each waiting on its loads in
+    turn. It depends on the weight's shape only, so every row is computed the same way whatever the
+    number of rows."""
+    warps, steps = -(-n // rows_per_warp), k // lane_step(bits) // LANES
+    split = 1
+    while split < MAX_K_SPLIT and warps * split < WARPS_IN_FLIGHT and steps // (split * 2) >= 2:
+        split *= 2
+    return split
+
+
+def product(x, wq, scales, biases, bits: int, rows_per_warp: int = ROWS_PER_WARP, split: int | None = None):
     """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
 
-    Only the activation dtype, the row bucket, the rows per warp and the bit width are compiled in (and
-    the scales' dtype, unused in the source but part of the kernel's name: their pointer type differs);
-    the shape and group size are read at run time, so a model's layers share a handful of kernels."""
+    Only the activation dtype, the row bucket, the rows per warp, the K split (``k_split`` unless given)
+    and the bit width are compiled in (and the scales' dtype, unused in the source but part of the
+    kernel's name: their pointer type differs); the shape and group size are read at run time, so a
+    model's layers share a handful of kernels."""
     rows, k = x.size // x.shape[-1], x.shape[-1]
     n = wq.shape[0]
+    split = split or k_split(n, k, bits, rows_per_warp)
     out = _kernel()(
         inputs=[x.reshape(rows, k), wq, scales, biases],
         template=[("T", x.dtype), ("S", scales.dtype), ("MR", row_bucket(rows)), ("NW", rows_per_warp),
-                  ("BITS", bits), ("E", lane_step(bits))],
-        grid=(LANES, -(-n // rows_per_warp), 1),
-        threadgroup=(LANES, 4, 1),
+                  ("BITS", bits), ("E", lane_step(bits)), ("KS", split), ("WARPS", WARPS)],
+        grid=(LANES, -(-n // rows_per_warp) * split, 1),
+        threadgroup=(LANES, WARPS, 1),
         output_shapes=[(rows, n)],
         output_dtypes=[x.dtype],
     )[0]
@@ -205,28 +248,35 @@ def unpack(wq, bits: int):
     return (low | high) & ((1 << bits) - 1)
 
 
-def emulate(x, wq, scales, biases, group_size: int, bits: int):
+def emulate(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None):
     """``product`` computed with MLX ops in the kernel's order, on any device: each weight dequantized in
-    float32, each lane's chain of products over its steps, then the warp's pairwise reduction."""
+    float32, each lane's chain of products over its steps, the warp's pairwise reduction, then the sum of
+    the ``split`` warps' parts in order."""
     import mlx.core as mx
 
     k, n = x.shape[-1], wq.shape[0]
+    split = split or k_split(n, k, bits)
+    lanes = LANES * split
     f32 = mx.float32
     w = (mx.repeat(scales.astype(f32), group_size, axis=1) * unpack(wq, bits).astype(f32)
          + mx.repeat(biases.astype(f32), group_size, axis=1))
     flat = x.reshape(-1, k).astype(f32)
     step = lane_step(bits)
-    rounds = -(-(k // step) // LANES)
-    padded = rounds * LANES * step
-    # (rows or N, round, lane, element): a lane takes steps lane, lane + 32, ...
-    w = mx.pad(w, [(0, 0), (0, padded - k)]).reshape(n, rounds, LANES, step)
-    flat = mx.pad(flat, [(0, 0), (0, padded - k)]).reshape(-1, rounds, LANES, step)
-    acc = mx.zeros((flat.shape[0], n, LANES), dtype=f32)
+    rounds = -(-(k // step) // lanes)
+    padded = rounds * lanes * step
+    # (rows or N, round, warp * 32 + lane, element): warp p's lane takes steps 32 p + lane, + 32 split, ...
+    w = mx.pad(w, [(0, 0), (0, padded - k)]).reshape(n, rounds, lanes, step)
+    flat = mx.pad(flat, [(0, 0), (0, padded - k)]).reshape(-1, rounds, lanes, step)
+    acc = mx.zeros((flat.shape[0], n, lanes), dtype=f32)
     for r in range(rounds):
         for j in range(step):
             acc = acc + flat[:, None, r, :, j] * w[None, :, r, :, j]
+    acc = acc.reshape(flat.shape[0], n, split, LANES)
     width = LANES
     while width > 1:
         width //= 2
         acc = acc[..., :width] + acc[..., width : 2 * width]
-    return acc[..., 0].astype(x.dtype).reshape(*x.shape[:-1], n)
+    total = acc[:, :, 0, 0]
+    for part in range(1, split):
+        total = total + acc[:, :, part, 0]
+    return total.astype(x.dtype).reshape(*x.shape[:-1], n)
