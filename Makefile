@@ -51,11 +51,19 @@ browser:
 		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; \
 	else $(BIN)/playwright install chromium; fi
 
+# Two workers, each taking whole files, so a file's shared server or checkpoint is built once. The tests run
+# MLX in their own process too: on OpenBLAS, as the app does (webapp/blas.py), preloaded here because a
+# process cannot swap its BLAS once started; the servers they start find it already loaded.
+TEST_BLAS = $(shell $(BIN)/python -c "from webapp.blas import find_openblas; print(find_openblas('auto') or '')")
+PYTEST = LD_PRELOAD=$(TEST_BLAS)$${LD_PRELOAD:+:$$LD_PRELOAD} SPECCHAT_BLAS=$(TEST_BLAS) \
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+TEST_WORKERS ?= 2
+
 test: test-install
-	$(BIN)/pytest -q
+	$(PYTEST)
 
 test-fast: test-install
-	$(BIN)/pytest -q -m "not browser and not slow"
+	$(PYTEST) -m "not browser and not slow"
 
 bench: install
 	$(BIN)/python -m benchmarks.streaming

@@ -12,6 +12,13 @@ from tests.support.hub_cache import HF_BASE
 from tests.support.servers import LiveServer
 
 
+def pytest_collection_modifyitems(items):
+    """Files with long model runs first: make test's workers take whole files in this order, so the longest
+    start early and the workers end together."""
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
+
+
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory) -> Path:
     """A real qwen3_5 checkpoint with a bundled MTP head (random weights), built in about a second."""

@@ -64,7 +64,10 @@ def test_blis_gives_identical_greedy_output_and_is_named(tiny_model):
 
 
 @pytest.mark.skipif(find_openblas("auto") is None, reason="no system OpenBLAS")
-def test_cli_logs_its_blas_and_can_turn_it_off(start_server, tiny_model):
+def test_cli_logs_its_blas_and_can_turn_it_off(start_server, tiny_model, monkeypatch):
+    # Started as a user starts it, not with the BLAS make test preloads for the tests' own process.
+    monkeypatch.delenv("LD_PRELOAD", raising=False)
+    monkeypatch.delenv("SPECCHAT_BLAS", raising=False)
     default = start_server("--model", str(tiny_model))
     default.wait_ready()
     assert any("BLAS: OpenBLAS" in line for line in default.lines)
