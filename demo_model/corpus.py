@@ -682,10 +682,12 @@ def _any_word(rng: random.Random) -> str:
 
 
 # Letter and length questions put together from parts, so that the word stands anywhere in the sentence, after
-# any word and inside other verbs ("Spell out zebra and count its letters"): the model learns which span is the
-# word from the whole question, not from the word before it. No part holds a wording the evaluation asks in
-# (evaluate.py's HELD_OUT_LETTERS and HELD_OUT_LENGTH): never "would you say", "the number of", "letter count
-# of", "occur in", "In the word ..., how many", "Count how many times" or "its length".
+# any word and inside other verbs ("Spell out zebra and count its letters"), with any clause between the letter
+# and the word ("How many r's do you reckon trumpet has?"): the model learns which span is the word from the
+# whole question, not from the word before it. No part holds a wording the evaluation asks in (evaluate.py's
+# HELD_OUT_LETTERS and HELD_OUT_LENGTH): never "would" (not even "would you" with another verb), "the number of",
+# "letter count of", "occur in", "In the word ..., how many", "Count how many times", and "its length" never
+# after "tell me" or "Spell out" (_NEAR_HELD_OUT).
 WORD_FORMS = ["{w}"] * 6 + ["the word {w}", "the word {w}", "\"{w}\"", "'{w}'", "the name {w}", "the string {w}"]
 LETTER_FORMS = ["{c}'s", "{c}'s", "{c}'s", "{c}s", "letters {c}"]
 # After "how many <letters>": what the word does, in a direct question ...
@@ -694,16 +696,37 @@ LETTER_RELATIONS = ["are in {W}", "are there in {W}", "does {W} have", "does {W}
                     "show up in {W}", "are inside {W}", "does {W} hold", "are used in {W}", "turn up in {W}",
                     "can I find in {W}", "are spelled in {W}", "are found in {W}", "does {W} include",
                     "are there inside {W}", "do I get in {W}", "are hiding in {W}", "are written in {W}",
-                    "are part of {W}", "are in the spelling of {W}"]
+                    "are part of {W}", "are in the spelling of {W}", "can you see in {W}", "might there be in {W}",
+                    "could there be in {W}", "are hidden in {W}", "will you find in {W}", "can you spot in {W}",
+                    "do you notice in {W}", "does the spelling of {W} have", "are to be found in {W}",
+                    "end up in {W}", "do you find when you spell {W}", "does one count in {W}", "sit in {W}"]
 # ... and in an indirect one ("Tell me how many o's hammock has.").
 INDIRECT_RELATIONS = ["{W} has", "{W} contains", "{W} has got", "are in {W}", "there are in {W}", "{W} holds",
-                      "you can find in {W}", "show up in {W}", "you see in {W}", "appear in {W}"]
+                      "you can find in {W}", "show up in {W}", "you see in {W}", "appear in {W}",
+                      "you think {W} has", "you reckon {W} contains", "there might be in {W}",
+                      "there are, all told, in {W}", "you count in {W}", "you believe {W} holds"]
 INDIRECT_LEADS = [("Tell me ", "."), ("Can you tell me ", "?"), ("Do you know ", "?"), ("Could you work out ", "?"),
                   ("Please work out ", "."), ("I'd like to know ", "."), ("I want to know ", "."),
                   ("Let me know ", "."), ("Figure out ", "."), ("Check ", "."), ("Any idea ", "?"),
                   ("Find out ", "."), ("Say ", "."), ("I wonder ", "."), ("I'm curious ", "."),
                   ("Can you check ", "?"), ("Please say ", "."), ("Guess ", "."), ("Show me ", "."),
                   ("Can you count ", "?"), ("Quick question: ", "?"), ("Help me out: ", "?")]
+# Between "how many <letters>" and the word: a clause, then the word and what it does ("do you reckon {W}
+# has"), or a clause of thinking before a relation whose subject is the letters ("do you think" + "are in {W}") ...
+THINKING = ["do you think", "do you reckon", "do you suppose", "do you believe", "do you figure", "do you imagine",
+            "did you notice", "do we know", "do people think", "do you bet", "do you gather", "do you recall"]
+CLAUSES = THINKING + ["do you expect", "can you tell me", "could you tell me", "is it that", "are you sure",
+                      "does it look like", "does it seem like", "might you find that", "can you confirm",
+                      "do you know if", "should I expect", "will you find that", "are you certain",
+                      "did you find that", "do you count that", "is it true that", "did I hear that",
+                      "does your count show", "can we agree", "have you checked that", "shall we count that",
+                      "might it be that", "do you find that"]
+OWN_VERBS = ["has", "has", "has", "contains", "holds", "includes", "has got", "has in it", "uses", "is spelled with"]
+SUBJECT_LETTERS = ("are ", "appear ", "show up ", "turn up ", "make up ", "go into ", "end up ", "sit ")
+# ... or an aside set off by commas ("How many r's, by your count, are in trumpet?").
+ASIDES = ["roughly", "exactly", "do you think", "in your view", "at a glance", "if you count", "by your count",
+          "all in all", "more or less", "honestly", "if you had to count", "you reckon", "I wonder", "in all",
+          "as far as you can tell", "just checking", "to be precise", "as you spell it"]
 WORD_TAILS = ["", "", "", "", "", " exactly", " in total", " altogether", " all told", ", please", " please",
               " for me", " if you can", " in all", " right now", " again"]
 # A verb wrapped around the word, then the count: "Spell out zebra and ...", "Look at lantern, then ...".
@@ -713,10 +736,20 @@ WORD_VERBS = ["Spell", "Spell out", "Write out", "Look at", "Take", "Read", "Go 
 WORD_JOINS = [" and ", " and ", ", then ", ", and then ", ". Then ", " and then "]
 LETTER_COUNTS = ["count the {C}", "count its {C}", "tell me how many {C} it has", "say how many {C} there are",
                  "count up the {C}", "tally the {C}", "find the {C}", "tell me how many {C} you find",
-                 "add up the {C}", "count every one of its {C}", "see how many {C} it has"]
+                 "add up the {C}", "count every one of its {C}", "see how many {C} it has",
+                 "count the letter {c}", "tell me how many times the letter {c} shows up", "give me the count of {C}",
+                 "say how often the letter {c} comes up", "give me how many {C} it holds", "find every letter {c}",
+                 "tell me its count of {C}", "work out how many {C} it has"]
 LENGTH_COUNTS = ["count its letters", "count the letters", "say how many letters it has", "number its letters",
                  "tell me how many letters it has", "tell me how long it is", "count them", "add up its letters",
-                 "count how many letters there are", "say how long it is", "count the letters it has"]
+                 "count how many letters there are", "say how long it is", "count the letters it has",
+                 # How long the word is, last and without "letters": never a count of the letter l.
+                 "give me its length", "say its length", "find its length", "work out its length",
+                 "state its length", "give its length", "write down its length", "give me the length of it",
+                 "tell me the length of it", "say what its length is", "give me its size in letters",
+                 "tell me its size in letters", "say how many letters long it is", "work out how long it is",
+                 "tell me how many letters long it is", "find out how long it is", "let me know its length",
+                 "report its length", "measure its length", "note its length", "let me know how long it is"]
 LETTER_COUNT_VERBS = ["Count", "Count up", "Tally", "Tally up", "Add up", "Find", "Total up", "Look for", "Find all",
                       "Please count", "Can you count", "Could you count", "Go and count", "Just count"]
 # The word first, the question after it.
@@ -733,9 +766,14 @@ LENGTH_RELATIONS = ["are in {W}", "are there in {W}", "does {W} have", "does {W}
                     "make up {W}", "go into {W}", "are used in {W}", "do you count in {W}", "can you count in {W}",
                     "does it take to spell {W}", "does it take to write {W}", "are needed for {W}",
                     "are in the spelling of {W}", "does {W} hold", "long is {W}", "does {W} use",
-                    "are inside {W}", "do I get in {W}", "are written in {W}", "are part of {W}"]
+                    "are inside {W}", "do I get in {W}", "are written in {W}", "are part of {W}",
+                    "can you see in {W}", "might there be in {W}", "could there be in {W}", "will you find in {W}",
+                    "can you spot in {W}", "does the spelling of {W} have", "are to be found in {W}",
+                    "end up in {W}", "do you find when you spell {W}", "does one count in {W}", "sit in {W}"]
 LENGTH_INDIRECT = ["{W} has", "{W} contains", "{W} has got", "are in {W}", "there are in {W}", "{W} uses",
-                   "it takes to spell {W}", "make up {W}", "go into {W}"]
+                   "it takes to spell {W}", "make up {W}", "go into {W}", "you think {W} has",
+                   "you reckon {W} contains", "there might be in {W}", "there are, all told, in {W}",
+                   "you count in {W}", "you believe {W} holds"]
 LENGTH_WORD_FIRST = ["{W}: how many letters?", "{W}. How long is it?", "{W} - how many letters?",
                      "Here's a word: {w}. How many letters does it have?", "My word is {w}. How long is it?",
                      "Word: {w}. Letters?", "Given {W}, how many letters are there?",
@@ -743,7 +781,24 @@ LENGTH_WORD_FIRST = ["{W}: how many letters?", "{W}. How long is it?", "{W} - ho
                      "Take {W}: how many letters?", "{W} is how many letters long?", "How many letters long is {W}?",
                      "How long a word is {W}?", "I typed {w}. How many letters is that?",
                      "Here is {W}: count its letters.", "The word is {w}. Count the letters.",
-                     "Looking at {W}, how many letters do you see?", "{W}? Count the letters."]
+                     "Looking at {W}, how many letters do you see?", "{W}? Count the letters.",
+                     "{W}: what is its length?", "{W}. What's its length?", "Here's a word: {w}. What's its length?",
+                     "Take {W}. Its length?", "The word is {w}. Give me its length.", "{W} - give me its length.",
+                     "My word is {w}. What's the length of it?", "Word: {w}. Size in letters?",
+                     "{W}? Its length, please.", "I typed {w}. How long is it?"]
+
+
+def _between(rng: random.Random, relations: list[str]) -> str:
+    """What follows "how many <letters>" up to the word and past it, with a clause or an aside in it."""
+    r = rng.random()
+    if r < 0.5:
+        return f" {rng.choice(CLAUSES)} {{W}} {rng.choice(OWN_VERBS)}"
+    if r < 0.75:
+        return f" {rng.choice(THINKING)} {rng.choice([x for x in relations if x.startswith(SUBJECT_LETTERS)])}"
+    relation, aside = rng.choice(relations), rng.choice(ASIDES)
+    if " in {W}" in relation and rng.random() < 0.5:
+        return " " + relation.replace(" in {W}", f", {aside}, in {{W}}")
+    return f", {aside}, {relation}"
 
 
 def _word_question(rng: random.Random, relations: list[str], indirect: list[str], counts: list[str],
@@ -751,14 +806,16 @@ def _word_question(rng: random.Random, relations: list[str], indirect: list[str]
     """A question template about {W} (the word, in some form) and ``what`` ("how many {C}", "how many letters")."""
     r = rng.random()
     tail = rng.choice(WORD_TAILS)
-    if r < 0.3:
+    if r < 0.2:
         text = f"{what} {rng.choice(relations)}{tail}?"
-    elif r < 0.5:
+    elif r < 0.42:
+        text = f"{what}{_between(rng, relations)}{tail}?"
+    elif r < 0.56:
         lead, end = rng.choice(INDIRECT_LEADS)
         text = f"{lead}h{what[1:]} {rng.choice(indirect)}{tail}{end}"
-    elif r < 0.72:
+    elif r < 0.76:
         text = f"{rng.choice(WORD_VERBS)} {{W}}{rng.choice(WORD_JOINS)}{rng.choice(counts)}{tail}."
-    elif r < 0.82:
+    elif r < 0.84:
         verb = rng.choice(LETTER_COUNT_VERBS)
         text = imperative.replace("{verb}", verb) + tail + ("?" if verb.startswith(("Can ", "Could ")) else ".")
     else:
@@ -773,9 +830,22 @@ def _filled(template: str, rng: random.Random, word: str, letter: str = "") -> s
     return text.format(w=word, c=letter)
 
 
+# Wordings next to the evaluation's own ("How many r's would you say trumpet has?", "Spell out zebra and tell me
+# its length."), which differ from them in one word or none.
+_NEAR_HELD_OUT = re.compile(r"\bwould\b|tell me its length|spell out\b.*\bits length", re.IGNORECASE)
+
+
+def _template(rng: random.Random, *parts) -> str:
+    """_word_question(rng, *parts), drawn again while it is next to one of the evaluation's wordings."""
+    while True:
+        template = _word_question(rng, *parts)
+        if not _NEAR_HELD_OUT.search(template):
+            return template
+
+
 def letter_question(rng: random.Random, word: str, letter: str) -> str:
-    template = _word_question(rng, LETTER_RELATIONS, INDIRECT_RELATIONS, LETTER_COUNTS, LETTER_WORD_FIRST,
-                              "How many {C}", "{verb} the {C} in {W}")
+    template = _template(rng, LETTER_RELATIONS, INDIRECT_RELATIONS, LETTER_COUNTS, LETTER_WORD_FIRST,
+                         "How many {C}", "{verb} the {C} in {W}")
     return _filled(template, rng, word, letter)
 
 
@@ -811,8 +881,8 @@ def length_exchange(word: str, question: str) -> Exchange:
 
 
 def length_question(rng: random.Random, word: str) -> str:
-    template = _word_question(rng, LENGTH_RELATIONS, LENGTH_INDIRECT, LENGTH_COUNTS, LENGTH_WORD_FIRST,
-                              "How many letters", "{verb} the letters in {W}")
+    template = _template(rng, LENGTH_RELATIONS, LENGTH_INDIRECT, LENGTH_COUNTS, LENGTH_WORD_FIRST,
+                         "How many letters", "{verb} the letters in {W}")
     return _filled(template, rng, word)
 
 
@@ -1161,14 +1231,25 @@ UNIT_FOLLOW_UPS = ["And in {to}?", "What about in {to}?", "And how many {to} is 
                    "Show me that in {to}.", "Tell me that in {to}.", "Can I have it in {to}?",
                    "Could you give it in {to}?", "Write it in {to}.", "I want it in {to}.", "Can you put that in {to}?", "Let me have that in {to}.",
                    "Give me the answer in {to}.", "How much is that in {to}?", "Could you show it in {to}?",
-                   "What would that be in {to}?", "Now give it in {to}.", "Please put it in {to}."]
+                   "What would that be in {to}?", "Now give it in {to}.", "Please put it in {to}.",
+                   "Switch it to {to}.", "Change it to {to}.", "Change that to {to}.", "Now switch to {to}?",
+                   "In {to} this time?", "And in {to} now?", "Rewrite it in {to}.", "Turn that into {to}.",
+                   "Put that into {to}.", "Let's see it in {to}.", "I need it in {to}.", "Use {to} instead.",
+                   "Now use {to}.", "Change the unit to {to}.", "With {to} as the unit?", "Then in {to}?",
+                   "Okay, and in {to}?", "How many {to} does that make?", "That amount in {to}, please.",
+                   "Work it out in {to}.", "Give that in {to}.", "Say it in {to}.", "Could you put it in {to}?",
+                   "Can you show that in {to}?", "And converted to {to}?", "What does that come to in {to}?",
+                   "Make it {to} instead.", "Please convert it to {to}.", "Let me see it in {to}.",
+                   "What is that in {to}, then?", "Measured in {to}?", "And if I want {to}?"]
 AMOUNT_FOLLOW_UPS = ["What about {n} {frm}?", "And {n} {frm}?", "And for {n} {frm}?", "Now {n} {frm}?",
                      "How about {n} {frm}?", "Same for {n} {frm}?", "And {n}?", "What about {n}?",
                      "What if it were {n} {frm}?", "And with {n} {frm}?", "Now do {n} {frm}.",
                      "Do the same for {n} {frm}.", "Same question for {n} {frm}.", "And now {n} {frm}?",
                      "Let's try {n} {frm}.", "What about {n} {frm} then?", "Now for {n} {frm}?",
                      "Try it with {n} {frm}.", "Redo it for {n} {frm}.", "Same but {n} {frm}?", "Then {n} {frm}?",
-                     "Okay, {n} {frm}?", "And if I had {n} {frm}?", "Same with {n} {frm}, please."]
+                     "Okay, {n} {frm}?", "And if I had {n} {frm}?", "Same with {n} {frm}, please.",
+                     "Then what about {n} {frm}?", "Now take {n} {frm}.", "Same thing with {n} {frm}?",
+                     "Let's do {n} {frm}.", "Change the amount to {n} {frm}.", "And {n} {frm} this time?"]
 AGAIN = ["Again?", "Say that again.", "Can you repeat that?", "Repeat that, please.", "What did you say?",
          "Again, please.", "Sorry, again?", "Come again?", "Say it again?", "Once more?", "Repeat?", "Pardon?",
          "Say that once more.", "Repeat it.", "Could you repeat it?", "What was that?", "Tell me again.",
@@ -1230,12 +1311,19 @@ def again_question(rng: random.Random) -> str:
             return text[:1].upper() + text[1:]
 
 
+def _near(a: Unit, b: Unit) -> bool:
+    """Whether a metric unit is 10, 100 or 1000 of the other."""
+    return a.kind != "time" and max(a.size, b.size) // min(a.size, b.size) <= 1000
+
+
 def unit_follow_up(previous: Exchange, rng: random.Random) -> Exchange:
     """A follow-up to a conversion that names only what changes: the new unit or the new amount."""
     frm, to, amount = previous.topic
-    if rng.random() < 0.6:
-        others = [u for u in UNITS if u.kind == frm.kind and u is not frm and u is not to] or [to]
-        new_to = rng.choice(others)
+    others = [u for u in UNITS if u.kind == frm.kind and u is not frm and u is not to]
+    if rng.random() < (0.75 if others and frm.kind != "time" else 0.6):
+        # Most often a unit 10, 100 or 1000 times the one converted from (mm to cm after mm to m): the factor,
+        # and which way the point moves, then differ from the turn before's.
+        new_to = rng.choices(others, [3 if _near(frm, u) else 1 for u in others])[0] if others else to
         to_text = new_to.plural if rng.random() < 0.6 or not new_to.forms else rng.choice(new_to.forms)
         question = rng.choice(UNIT_FOLLOW_UPS).format(to=to_text)
         ex = conversion(frm, new_to, amount, question)
@@ -1433,9 +1521,10 @@ def out_of_domain(rng: random.Random) -> Exchange:
     return Exchange(q, FALLBACK_THOUGHT, FALLBACK)
 
 
-# Stage 12: letter counts 21 (stage 11: 18) and word lengths 17 (14), half of them in wordings put together
-# from parts; the rest as in stage 11. On top of these, in next_exchange: a follow-up as a chat's first question
-# in 6% of chats, "again?" in 6% of later turns.
+# Stage 13: as stage 12 (letter counts 21 and word lengths 17, half of them in wordings put together from parts,
+# now with a clause between the letter and the word, and "its length" last). On top of these, in next_exchange:
+# a follow-up as a chat's first question in 6% of chats, "again?" in 6% of later turns, a follow-up to a
+# conversion in 25% of the turns after one (35% after a length: a third unit to go to).
 TASKS = [
     (add_sub, 24), (multiply, 8), (conversions, 28), (too_long, 5), (count_letters, 21), (compare, 10), (weekday, 11),
     (specchat_question, 8), (small_talk, 7), (out_of_domain, 5), (room_limits, 14), (word_length, 17),
@@ -1488,11 +1577,11 @@ def next_exchange(previous: tuple[Exchange, bool] | None, rng: random.Random, au
     r = rng.random()
     if previous is None:
         ex = follow_up_without_context(rng) if r < 0.06 else None
-    elif previous[0].topic and r < 0.25:
+    elif previous[0].topic and r < (0.35 if previous[0].topic[0].kind == "length" else 0.25):
         ex = unit_follow_up(previous[0], rng)
     elif not previous[0].topic and r < 0.02:
         ex = follow_up_without_context(rng, first=False)
-    elif 0.25 <= r < 0.31:
+    elif 0.35 <= r < 0.41:
         ex = repeat_follow_up(previous[0], previous[1], rng)
     else:
         ex = None
@@ -1507,10 +1596,13 @@ def conversation(rng: random.Random, turns: int, augment: bool) -> list[tuple[Ex
     for _ in range(turns):
         ex = next_exchange(out[-1] if out else None, rng, augment)
         # A conversion after a conversion (most often a follow-up: "and in cm?") goes without thinking half the
-        # time, so that the unit's direction is learnt from the turn before without reasoning to lean on; a
-        # letter count or word length, whose reply without thinking is only "turn thinking on", mostly with it.
-        if out and out[-1][0].topic and ex.topic:
-            thinking = 0.5
+        # time, a follow-up to a new metric unit two times in three, so that the unit's direction is learnt from
+        # the turn before without reasoning to lean on; a letter count or word length, whose reply without
+        # thinking is only "turn thinking on", mostly with it.
+        before = out[-1][0].topic if out else None
+        if before and ex.topic:
+            new_unit = ex.topic[0] is before[0] and ex.topic[2] == before[2] and ex.topic[1] is not before[1]
+            thinking = 0.35 if new_unit and ex.topic[0].kind != "time" else 0.5
         else:
             thinking = 0.8 if ex.reasoning.startswith("Spell ") else 0.7
         out.append((ex, rng.random() < thinking))

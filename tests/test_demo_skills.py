@@ -15,10 +15,15 @@ def _pattern(template: str) -> str:
     return re.sub(r"\\\{[a-z]+\\\}", ".+?", re.escape(template))
 
 
+# Wordings one word from the evaluation's, which the corpus keeps out too: "How many r's would you reckon trumpet
+# has?", "Spell out zebra and give me its length."
+NEAR_HELD_OUT = [r"how many\b.*\bwould you\b", r"tell me its length", r"spell out\b.*\bits length"]
+
+
 @pytest.mark.slow
 def test_the_corpus_never_asks_in_a_held_out_wording():
-    templates = HELD_OUT_TEMPLATES + ROOM_TEMPLATES
-    held_out = re.compile("|".join(f"(?:^|\\W)(?:{_pattern(t)})" for t in templates), re.IGNORECASE)
+    templates = [f"(?:{_pattern(t)})" for t in HELD_OUT_TEMPLATES + ROOM_TEMPLATES] + NEAR_HELD_OUT
+    held_out = re.compile("|".join(f"(?:^|\\W){t}" for t in templates), re.IGNORECASE)
     unknown = re.compile(r"\b(?:" + "|".join(HELD_OUT_UNKNOWN_UNITS + HELD_OUT_WORDS) + r")\b", re.IGNORECASE)
     rng = random.Random(11)
     questions = [corpus.exchange(rng, augment=rng.random() < 0.5).user for _ in range(40_000)]
@@ -31,6 +36,8 @@ def test_the_corpus_never_asks_in_a_held_out_wording():
     # The check can fail: a held-out wording is found when it is there.
     assert held_out.search("ok, work out 12 + 5. Thanks!") and unknown.search("How many furlongs in 3 km?")
     assert held_out.search("Could I have that in grams?") and unknown.search("How many z's in zebra?")
+    assert held_out.search("How many t's would you reckon butter has?")
+    assert held_out.search("Spell out lantern, then give me its length.")
 
 
 def test_held_out_questions_cover_every_skill_and_know_their_answers():
@@ -45,19 +52,60 @@ def test_held_out_questions_cover_every_skill_and_know_their_answers():
     assert back.answer == "5000 meters is 5 kilometers."
 
 
+def _with_words(asked: list[corpus.Exchange]) -> list[tuple[str, str]]:
+    """(question in lower case, the word its reasoning spells) for each exchange that spells one."""
+    spelt = [(ex.user.lower(), re.match(r"Spell (\S+?):? ", ex.reasoning)) for ex in asked]
+    return [(q, m.group(1)) for q, m in spelt if m]
+
+
 def test_letter_and_length_questions_put_the_word_anywhere_and_spell_it_in_lower_case():
     rng = random.Random(3)
     asked = [corpus.count_letters(rng) for _ in range(3_000)] + [corpus.word_length(rng) for _ in range(3_000)]
-    spelt = [re.match(r"Spell (\S+?):? ", ex.reasoning) for ex in asked]
-    words = [m.group(1) for m in spelt if m]
-    assert len(words) > 5_000 and all(w == w.lower() for w in words)
+    pairs = _with_words(asked)
+    assert len(pairs) > 5_000 and all(w == w.lower() for _, w in pairs)
     # Each question holds its word; the word opens it, ends it and stands inside another verb.
-    pairs = [(ex.user.lower(), w) for ex, w in zip(asked, (m and m.group(1) for m in spelt)) if w]
     assert all(re.search(rf"\b{w}\b", q) for q, w in pairs)
     assert sum(q.startswith(w) for q, w in pairs) > 100
     assert sum(bool(re.search(rf"\b{w}['\"]?[?.]$", q)) for q, w in pairs) > 1_000
     assert sum(bool(re.match(rf"(spell out|write out|look at|go through|take) (the word )?['\"]?{w}\b", q))
                for q, w in pairs) > 100
+
+
+def test_letter_and_length_questions_put_a_clause_before_the_word_and_ask_a_length_last():
+    rng = random.Random(4)
+    letters = _with_words([corpus.count_letters(rng) for _ in range(4_000)])
+    lengths = _with_words([corpus.word_length(rng) for _ in range(4_000)])
+    # "How many r's do you reckon trumpet has?": words of many kinds between the letter and the word, so that
+    # the word is what the clause is about, not the word after the letter.
+    for pairs in (letters, lengths):
+        clauses = [m.group(1) for q, w in pairs
+                   if (m := re.match(rf"how many (?:[a-z]'?s|letters [a-z]|letters) ((?:[a-z]+ ){{2,}})(?:the "
+                                     rf"(?:word|name|string) )?['\"]?{w}['\"]? (?:has|contains|holds)\b", q))]
+        assert len(clauses) > 60 and len(set(clauses)) > 20
+    # A length asked last, after a verb, with no "letters" to name: "Write out zebra and give me its length."
+    length_last = re.compile(r"\b(?:its length|how long it is|the length of it|its size in letters)\b[^.?]*[.?]$")
+    assert sum(bool(length_last.search(q)) for q, _ in lengths) > 150
+    assert not any(length_last.search(q) for q, _ in letters)
+    # A letter count after the same verbs names the letter: "Write out zebra and count the letter l."
+    assert sum(bool(re.search(r"\b(?:and|then) .*\bthe letter [a-z]\b", q)) for q, _ in letters) > 50
+
+
+def test_a_follow_up_to_a_new_metric_unit_often_goes_without_thinking():
+    rng = random.Random(6)
+    new_unit = []
+    for _ in range(4_000):
+        chat = corpus.conversation(rng, 6, augment=True)
+        for (before, _), (ex, thinking) in zip(chat, chat[1:]):
+            if before.topic and ex.topic and ex.topic[0].kind != "time":
+                (frm, to, amount), (new_frm, new_to, new_amount) = before.topic, ex.topic
+                if new_frm is frm and new_amount == amount and new_to is not to:
+                    factor = max(frm.size, new_to.size) // min(frm.size, new_to.size)
+                    new_unit.append((factor, new_to.size < frm.size, thinking))
+    # mm to cm after mm to m: mostly a factor of 10, 100 or 1000, in both directions, mostly without thinking.
+    near = [thinking for factor, _, thinking in new_unit if factor <= 1000]
+    assert len(near) > 2 * (len(new_unit) - len(near)) and 0.55 < near.count(False) / len(near) < 0.75
+    assert {(factor, smaller) for factor, smaller, thinking in new_unit if not thinking} >= {
+        (f, s) for f in (10, 100, 1000) for s in (True, False)}
 
 
 def test_room_questions_know_their_answers():
