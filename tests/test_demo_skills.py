@@ -141,11 +141,11 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# Where the shipped weights (stage 11) are below the bar on the evaluation's ten questions per skill, each miss
+# Where the shipped weights (stage 12) are below the bar on the evaluation's ten questions per skill, each miss
 # measured in demo_model/README.md: letter counts worded "How many r's would you say parallel has?" (thinking on)
-# derail; with thinking off one unknown unit gets the follow-up limit and one question on another topic "nothing
-# to repeat yet": honest, but not the expected answer.
-SKILLS_NOT_AT_THE_BAR = {("letters", True), ("unknown units", False), ("other topics", False)}
+# take "would" for the word; with thinking off one question on another topic gets the limit on numbers written
+# in words: honest, but not the expected answer.
+SKILLS_NOT_AT_THE_BAR = {("letters", True), ("other topics", False)}
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
@@ -164,8 +164,9 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 11):
-# words it never saw are sometimes misspelled while they are counted or measured, and with thinking off one
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 12):
+# with words between the letter and the word ("How many m's would you say meadow has?") the word it counts is
+# "would"; "Spell out zebra and tell me its length." is read as a count of l's; and with thinking off one
 # follow-up converted the wrong way ("Tell me the same in centimeters." after millimeters).
 NOT_AT_THE_BAR = {("letters, any word", True), ("word length", True), ("follow-ups", False)}
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
