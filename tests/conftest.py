@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from engines.fake import FakeEngine
-from tests.support.browser import CHROMIUM_ARGS, DESKTOP, Tab, chromium_executable, collect_errors
+from tests.support.browser import CHROMIUM_ARGS, DESKTOP, Tab, chromium_env, chromium_executable, collect_errors
 from tests.support.harness import ServerProcess
 from tests.support.hub_cache import HF_BASE
 from tests.support.servers import LiveServer
@@ -106,7 +106,8 @@ def browser():
     """One headless Chromium for the whole run: each test opens contexts of its own and closes them."""
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS)
+        browser = p.chromium.launch(executable_path=chromium_executable(), headless=True, args=CHROMIUM_ARGS,
+                                    env=chromium_env())
         yield browser
         browser.close()
 

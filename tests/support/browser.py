@@ -20,6 +20,13 @@ def chromium_executable() -> str | None:
     return os.environ.get("SPECCHAT_CHROMIUM") or shutil.which("chromium")
 
 
+def chromium_env() -> dict[str, str]:
+    """This environment without the BLAS make test preloads for MLX: Chromium's GPU process dies with it."""
+    blas = os.environ.get("SPECCHAT_BLAS")
+    kept = [lib for lib in os.environ.get("LD_PRELOAD", "").split(":") if lib and lib != blas]
+    return {**os.environ, "LD_PRELOAD": ":".join(kept)}
+
+
 def collect_errors(page, errors: list[str]) -> None:
     """Every uncaught page error and console error of ``page`` goes into ``errors``."""
     page.on("pageerror", lambda exc: errors.append(str(exc)))
