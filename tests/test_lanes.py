@@ -103,3 +103,18 @@ def test_acceptance_by_depth_pools_every_run_by_its_rounds():
     assert pooled_depths([(None, 5), ([0.5], 0)]) is None
     assert pooled_depths([([1.0, None], 4), ([0.5, 0.25], 4)]) == [0.75, 0.25]
     assert pooled_depths([([0.5], None), ([1.0], None)]) == [0.75]  # rounds not counted: runs weigh the same
+
+
+def test_a_calibration_cancelled_before_its_first_token_ends_and_frees_the_engine():
+    from webapp.measurement.baseline import calibrate
+    from webapp.measurement.lanes import Relay
+
+    engine = FakeEngine(delay_s=0.001)
+    engine.load(OPTIONS)
+    cancel = Relay()
+    cancel.set()  # a message came between the calibration's start and its first token
+    run = calibrate(engine, OPTIONS, cancel)
+    assert run.finish_reason == "cancelled" and not run.error
+    # The engine takes the next reply at once: the calibration's stream was ended, not left open.
+    events = list(guarded(engine.stream(Turn("t2", "c2", [Message("user", "hi")], OPTIONS))))
+    assert isinstance(events[-1], Done) and events[-1].finish_reason == "stop"

@@ -16,7 +16,7 @@ import orjson
 from engines import Engine, EngineInfo, GenerationOptions, Message
 
 from ..atomic import write_json
-from .lanes import Lane, LaneReply, LaneRun, Relay, run_lanes
+from .lanes import Lane, LaneReply, LaneRun, Relay
 
 log = logging.getLogger(__name__)
 CALIBRATION_PROMPT = "What can you do?"
@@ -73,4 +73,6 @@ def calibrate(engine: Engine, options: GenerationOptions, cancel: Relay) -> Lane
         {"speculative": False, "temperature": 0.0, "reasoning_budget": 0, "max_tokens": CALIBRATION_TOKENS}))
     reply = LaneReply(engine, "calibration", lane, 0, 0, [Message("user", CALIBRATION_PROMPT)])
     reply.open(cancel)
-    return run_lanes([reply], cancel, lambda frame: None)[0]
+    # Played even when a message cancelled it already: the opened stream then ends at once and frees the
+    # engine, where skipping it left no result and the engine held until the stream was collected.
+    return reply.play(lambda frame: None)
