@@ -3,7 +3,14 @@
 import pytest
 import requests
 
+from engines.fake import FakeEngine
+from engines.registry import EngineSpec
 from tests.support.wsclient import WsClient
+from webapp.hosting.engine_lifecycle import EngineLifecycle
+from webapp.hosting.host import EngineHost
+from webapp.hosting.settings import SettingsStore
+from webapp.measurement.baseline import Baselines
+from webapp.measurement.receipts import Receipts
 
 
 def test_switch_reaches_every_tab_and_the_new_engine_answers(fake_server):
@@ -22,6 +29,32 @@ def test_switch_reaches_every_tab_and_the_new_engine_answers(fake_server):
         assert done["finish_reason"] == "stop"
     # The conversation carries over to the new engine.
     assert [m.role for m in fake_server.host.engine.turns[-1].messages] == ["user", "assistant", "user"]
+
+
+class Tab:
+    """A tab that keeps the frames it is sent."""
+
+    def __init__(self):
+        self.frames: list[dict] = []
+
+    def send(self, frame: dict) -> None:
+        self.frames.append(frame)
+
+
+def test_a_switch_ends_on_its_one_ready_even_when_the_load_wins(tmp_path, monkeypatch):
+    """The switch's own frame used to be read after the hand-over started: one whose load won went out after the
+    new engine's ready, a second ready that a tab took for its next switch's (then chatted with an engine not
+    ready yet)."""
+    # Each hand-over runs to its end before the switching thread goes on, as it may when that thread is preempted.
+    monkeypatch.setattr(EngineLifecycle, "_background", lambda self, target, args, name: target(*args))
+    host = EngineHost(FakeEngine(), SettingsStore(tmp_path), Receipts(tmp_path), Baselines(tmp_path),
+                      EngineSpec(name="fake"), lambda spec, policy: FakeEngine())
+    host.start_loading()
+    tab = Tab()
+    host.add(tab)
+    host.switch_engine({"name": "fake"})
+    states = [(frame["engine"]["state"], frame["engine"]["message"]) for frame in tab.frames]
+    assert states == [("loading", "waiting to load"), ("loading", "loading the fake model"), ("ready", "")]
 
 
 def test_switch_stops_a_reply_in_flight(fake_server):

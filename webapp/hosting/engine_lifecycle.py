@@ -55,12 +55,15 @@ class EngineLifecycle:
         except EngineError as exc:
             raise ClientError("invalid_engine", f"Engine not changed: {exc.message}") from None
 
-    def replace(self, engine: Engine, spec: EngineSpec) -> None:
-        """Use ``engine`` from now on: the old one's resources are released, then the new one loads."""
+    def replace(self, engine: Engine, spec: EngineSpec, announce: Callable[[], None]) -> None:
+        """Use ``engine`` from now on: ``announce`` tells the tabs, then the old one's resources are released
+        and the new one loads. Announced before the hand-over starts, so the switch's own frame can never
+        follow the new engine's ready (a tab would take that stale frame's state for the engine's)."""
         with self._lock:
             if self.closing:
                 raise ClientError("shutting_down", "specchat is shutting down: start it again to switch engines.")
             old, self.engine, self.spec = self.engine, engine, spec
+            announce()
             self._background(self._hand_over, (old, engine), "engine-switch")
 
     def _hand_over(self, old: Engine, new: Engine) -> None:

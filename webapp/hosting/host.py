@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from engines import Engine, EngineInfo
+from engines import Engine
 from engines.registry import NAMES, EngineSpec, TabPolicy
 
 from ..conversations.conversation import Conversations
@@ -51,6 +51,9 @@ class EngineHost:
         # Held from a settings change to its broadcast: crossing changes reach the engine and the tabs in the
         # order they were applied, so both end with the settings held.
         self._settings_lock = threading.Lock()
+        # Held from reading the engine's state to queuing its frame: the tabs get engine frames in the order
+        # their states were read, so none is older than the one before it.
+        self._engine_frames = threading.Lock()
         self._watch(engine)
 
     @property
@@ -73,8 +76,7 @@ class EngineHost:
         app.extensions["specchat"] = self
 
     def _watch(self, engine: Engine) -> None:
-        # A replaced engine's last words (unloading) must not reach the tabs.
-        engine.on_change(lambda info: engine is self.engine and self._engine_changed(info))
+        engine.on_change(lambda info: self._engine_changed(engine))
 
     def engine_frame(self) -> dict:
         info = self.engine.info()
@@ -104,8 +106,7 @@ class EngineHost:
         engine, spec = self._lifecycle.new_engine(values)
         self.cancel_all()
         self._watch(engine)
-        self._lifecycle.replace(engine, spec)
-        self.broadcast(self.engine_frame())
+        self._lifecycle.replace(engine, spec, lambda: self._engine_changed(engine))
 
     def add(self, session: ChatSession) -> None:
         self._tabs.add(session)
@@ -147,5 +148,7 @@ class EngineHost:
         for conversation in conversations:
             conversation.cancel(wait=True)
 
-    def _engine_changed(self, info: EngineInfo) -> None:
-        self.broadcast(self.engine_frame())
+    def _engine_changed(self, engine: Engine) -> None:
+        with self._engine_frames:
+            if engine is self.engine:  # a replaced engine's last words (unloading) must not reach the tabs
+                self.broadcast(self.engine_frame())
