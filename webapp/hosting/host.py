@@ -89,7 +89,7 @@ class EngineHost:
         sent meanwhile ends it (``yield_calibration``): then None, and nothing is stored."""
         baseline = self._exclusive.calibrate(self.engine, self.settings.current, self.baselines)
         if baseline is not None:
-            self.broadcast(self.engine_frame())
+            self.broadcast_engine()
         return baseline
 
     def yield_calibration(self, wait_s: float = CALIBRATION_YIELD_S) -> bool:
@@ -110,6 +110,14 @@ class EngineHost:
 
     def add(self, session: ChatSession) -> None:
         self._tabs.add(session)
+
+    def join(self, session: ChatSession) -> None:
+        """Add a tab and greet it. Its hello reads the engine's state and the settings, and is queued, under the
+        locks their broadcasts hold: a change made meanwhile reaches the tab after its hello, never before it
+        (where the hello's older state would then stand)."""
+        with self._settings_lock, self._engine_frames:
+            self._tabs.add(session)
+            session.hello()
 
     def remove(self, session: ChatSession) -> None:
         self._tabs.remove(session)
@@ -147,6 +155,11 @@ class EngineHost:
             conversation.cancel()
         for conversation in conversations:
             conversation.cancel(wait=True)
+
+    def broadcast_engine(self) -> None:
+        """Send every tab the engine's state, read and queued under ``_engine_frames``."""
+        with self._engine_frames:
+            self.broadcast(self.engine_frame())
 
     def _engine_changed(self, engine: Engine) -> None:
         with self._engine_frames:

@@ -78,7 +78,7 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
         if off.tok_s is not None:
             host.baselines.put(info, off.tok_s["median"], "race", spread=off.tok_s,
                                prompt_tokens=off.stats.get("prompt_tokens"), busy=busy)
-            host.broadcast(host.engine_frame())
+            host.broadcast_engine()
         return summary
 
     def broke_off() -> dict:

@@ -15,9 +15,8 @@ def chat_socket(ws):
     host = current_app.extensions["specchat"]
     # A tab that reconnects names its conversation, to get it back with any reply still in flight.
     session = ChatSession(ws, host, request.args.get("conversation"))
-    host.add(session)
     try:
-        session.hello()
+        host.join(session)
         while True:
             raw = ws.receive()
             if raw is None:
