@@ -141,10 +141,10 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# Where the shipped weights (stage 12) are below the bar on the evaluation's ten questions per skill, each miss
-# measured in demo_model/README.md: letter counts worded "How many r's would you say parallel has?" (thinking on)
-# take "would" for the word; with thinking off one question on another topic gets the limit on numbers written
-# in words: honest, but not the expected answer.
+# Where the shipped weights (stage 13) are below the bar on the evaluation's ten questions per skill, each miss
+# measured in demo_model/README.md: a letter count worded "How many c's would you say alpaca has?" (thinking on)
+# takes "would" into the word; with thinking off one question on another topic gets the limit for a follow-up
+# with nothing to follow: honest, but not the expected answer.
 SKILLS_NOT_AT_THE_BAR = {("letters", True), ("other topics", False)}
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
@@ -164,10 +164,10 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 12):
-# with words between the letter and the word ("How many m's would you say meadow has?") the word it counts is
-# "would"; "Spell out zebra and tell me its length." is read as a count of l's; and with thinking off one
-# follow-up converted the wrong way ("Tell me the same in centimeters." after millimeters).
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 13):
+# one letter count worded "How many m's would you say meadow has?" counts in "would"; one word length names the
+# word with a letter changed ("rhlice" as "rhhich", the count right); and with thinking off one follow-up
+# converted by the wrong factor ("Tell me the same in centimeters." after millimeters).
 NOT_AT_THE_BAR = {("letters, any word", True), ("word length", True), ("follow-ups", False)}
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
