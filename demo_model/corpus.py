@@ -721,6 +721,14 @@ CLAUSES = THINKING + ["do you expect", "can you tell me", "could you tell me", "
                       "did you find that", "do you count that", "is it true that", "did I hear that",
                       "does your count show", "can we agree", "have you checked that", "shall we count that",
                       "might it be that", "do you find that"]
+# ... or a clause put together from a modal, a subject and a verb ("might we guess", "should I count"), with an
+# adverb in it now and then, so that a clause it never saw is still read as a clause and not taken for the word.
+MODALS = ["do", "did", "can", "could", "will", "might", "should", "shall", "may", "must"]
+SUBJECTS = ["you", "you", "you", "we", "I", "they", "people", "one", "your friend", "most people", "a reader"]
+CLAUSE_VERBS = ["guess", "estimate", "think", "reckon", "count", "figure", "expect", "believe", "find", "see", "bet",
+                "suppose", "claim", "report", "spot", "work out", "tally", "make it", "put it at", "judge", "gather"]
+CLAUSE_ADVERBS = ["really", "actually", "honestly", "truly", "probably", "quickly", "roughly", "now", "then",
+                  "here", "today", "still", "even", "at first", "by eye", "offhand", "off the top of your head"]
 OWN_VERBS = ["has", "has", "has", "contains", "holds", "includes", "has got", "has in it", "uses", "is spelled with"]
 SUBJECT_LETTERS = ("are ", "appear ", "show up ", "turn up ", "make up ", "go into ", "end up ", "sit ")
 # ... or an aside set off by commas ("How many r's, by your count, are in trumpet?").
@@ -788,11 +796,26 @@ LENGTH_WORD_FIRST = ["{W}: how many letters?", "{W}. How long is it?", "{W} - ho
                      "{W}? Its length, please.", "I typed {w}. How long is it?"]
 
 
+def _built_clause(rng: random.Random) -> str:
+    """A modal, its subject and a verb, an adverb before the verb or after it now and then."""
+    modal, subject, verb = rng.choice(MODALS), rng.choice(SUBJECTS), rng.choice(CLAUSE_VERBS)
+    if modal == "do" and subject in ("one", "your friend", "a reader"):
+        modal = "does"
+    r = rng.random()
+    if r < 0.15:
+        return f"{modal} {subject} {rng.choice(CLAUSE_ADVERBS)} {verb}"
+    if r < 0.3:
+        return f"{modal} {subject} {verb}, {rng.choice(CLAUSE_ADVERBS)},"
+    return f"{modal} {subject} {verb}"
+
+
 def _between(rng: random.Random, relations: list[str]) -> str:
     """What follows "how many <letters>" up to the word and past it, with a clause or an aside in it."""
     r = rng.random()
-    if r < 0.5:
+    if r < 0.3:
         return f" {rng.choice(CLAUSES)} {{W}} {rng.choice(OWN_VERBS)}"
+    if r < 0.5:
+        return f" {_built_clause(rng)} {{W}} {rng.choice(OWN_VERBS)}"
     if r < 0.75:
         return f" {rng.choice(THINKING)} {rng.choice([x for x in relations if x.startswith(SUBJECT_LETTERS)])}"
     relation, aside = rng.choice(relations), rng.choice(ASIDES)
@@ -832,7 +855,7 @@ def _filled(template: str, rng: random.Random, word: str, letter: str = "") -> s
 
 # Wordings next to the evaluation's own ("How many r's would you say trumpet has?", "Spell out zebra and tell me
 # its length."), which differ from them in one word or none.
-_NEAR_HELD_OUT = re.compile(r"\bwould\b|tell me its length|spell out\b.*\bits length", re.IGNORECASE)
+_NEAR_HELD_OUT = re.compile(r"\bwould\b|\byou say\b|tell me its length|spell out\b.*\bits length", re.IGNORECASE)
 
 
 def _template(rng: random.Random, *parts) -> str:
