@@ -54,3 +54,40 @@ def test_greedy_output_with_the_drafter_is_drafter_off_output(conversion):
         plain = _generate(decoder, ids, 1)
         for block in BLOCKS:
             assert _generate(decoder, ids, block) == plain, f"{text!r} at block {block}"
+
+
+def _quantized_records(body):
+    """Every linear layer record of the body that holds a quantized layer."""
+    records = []
+    for layer in body.layers:
+        mixer = layer.mixer
+        group = getattr(mixer, "qkv", None) or mixer.inputs
+        records += [*group.layers, getattr(mixer, "o_proj", None) or mixer.out_proj]
+        if layer.mlp.gate_up is not None:
+            records += [*layer.mlp.gate_up.layers, layer.mlp.down]
+    return [record for record in records if record.scales is not None]
+
+
+def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time_exact(conversion):
+    """Off CUDA each quantized layer is called through mlx-vlm's verify route (on Metal: its few-row kernels, which
+    give each row its one-row product's numbers; here: the layer itself), and each row of a product over several
+    rows is that row's product alone, bit for bit."""
+    import mlx.core as mx
+
+    from engines.mlx import qwen35
+    from engines.mlx.recurrence import use_cuda_kernel
+
+    if use_cuda_kernel():
+        pytest.skip("on CUDA specchat's own kernel computes every quantized product (test_quantized_skinny.py)")
+    route = qwen35.function("mlx_vlm.speculative.ops.linear", "_target_verify_linear")
+    records = _quantized_records(qwen35.body(conversion.model))
+    assert records and all(record.call.func is route for record in records)
+    for record in records:
+        module = record.call.args[0]
+        x = mx.random.normal((1, 6, module.weight.shape[1] * 32 // module.bits), key=mx.random.key(3))
+        x = x.astype(module.scales.dtype)
+        rows = record(x)
+        if not mx.metal.is_available():
+            assert mx.array_equal(rows, module(x))  # the route is the layer itself here
+        for r in range(x.shape[1]):
+            assert mx.array_equal(rows[:, r], record(x[:, r : r + 1])[:, 0]), r

@@ -6,10 +6,11 @@ both cores, where the usual order packs it first. Measured on the
 full-acceptance rig, every linear layer together: 10.5 ms for one row instead
 of 12.0, 11.3 ms for three instead of 14.4. From four rows on it takes its
 general product either way, and the usual order is the cheaper (16.2 ms against
-17.8). Elsewhere (Metal, CUDA) and for quantized layers the module runs as it is,
-except that on CUDA every quantized product over up to 16 rows runs specchat's
-own kernel (quantized_skinny.py): cheaper for a few rows, and the same numbers
-for a row whatever the number of rows beside it.
+17.8). Elsewhere (Metal, CUDA) the usual order runs. On CUDA every quantized
+product over up to 16 rows runs specchat's own kernel (quantized_skinny.py):
+cheaper for a few rows, and the same numbers for a row whatever the number of
+rows beside it. Off CUDA a quantized layer is called as its record's ``call``
+says: mlx-vlm's verify route, which the seam (qwen35.py) gives it.
 
 Layers that read the same input (query, key and value; the gated-delta input
 projections; gate and up) run as one product over their stacked weights, on
@@ -79,7 +80,7 @@ def quantized_product(x, weight, scales, biases, group_size: int, bits: int, mod
 @dataclass(frozen=True, eq=False)
 class Linear:
     """One linear layer as a step computes it: the arrays of its product when specchat computes it (a float
-    layer; an affine-quantized one on CUDA), and ``call``, the layer as its library runs it, for any other."""
+    layer; an affine-quantized one on CUDA), and ``call``, how its library runs it, for any other."""
 
     call: Callable
     weight: Any = None  # float (out, in), or a quantized layer's packed codes
@@ -178,8 +179,8 @@ class Group:
 
 @dataclass(frozen=True, eq=False)
 class FeedForward:
-    """A feed-forward block: a gated dense one as gate and up in one product, then down; any other (a sparse
-    one, or a quantized one off CUDA) called as it is."""
+    """A feed-forward block: a gated dense one as gate and up (one product where specchat computes them), then
+    down; any other (a sparse one) called as it is."""
 
     call: Callable
     gate_up: Group | None = None

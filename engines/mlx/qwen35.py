@@ -19,6 +19,8 @@ memory, so the stack cannot be a view of them.
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
@@ -35,6 +37,7 @@ FUNCTIONS = (
     ("mlx_vlm.models.qwen3_5.gated_delta", "gated_delta_update_with_states"),
     ("mlx_vlm.models.qwen3_5.gated_delta", "_compute_g_beta"),
     ("mlx_vlm.models.activations", "swiglu"),
+    ("mlx_vlm.speculative.ops.linear", "_target_verify_linear"),
 )
 # Members of mlx-vlm's objects read here, by the class that holds them (checked on a real model by the tests).
 LINEAR_ATTENTION = ("_normalize_qk", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "conv1d", "out_proj",
@@ -208,7 +211,7 @@ def mtp_head(drafter) -> MtpHead:
     layers = tuple(Layer(layer.input_layernorm, _attention(layer.self_attn, f"the MTP head's layer {i}"),
                          layer.post_attention_layernorm, _feed_forward(layer.mlp))
                    for i, layer in enumerate(drafter.layers))
-    return MtpHead(fc=Linear.of(drafter.fc), embedding_norm=drafter.pre_fc_norm_embedding,
+    return MtpHead(fc=_linear(drafter.fc), embedding_norm=drafter.pre_fc_norm_embedding,
                    hidden_norm=drafter.pre_fc_norm_hidden, layers=layers, norm=drafter.norm)
 
 
@@ -234,7 +237,7 @@ def _attention(attn, where: str) -> Attention:
     _shapes(where, {name: Linear.of(p).out_features for name, p in zip(("q_proj", "k_proj", "v_proj"), projections)},
             {"q_proj": 2 * heads * head_dim, "k_proj": kv_heads * head_dim, "v_proj": kv_heads * head_dim})
     rotary = attn.rotary_emb
-    return Attention(qkv=_grouped(*projections), o_proj=Linear.of(attn.o_proj), q_norm=attn.q_norm,
+    return Attention(qkv=_grouped(*projections), o_proj=_linear(attn.o_proj), q_norm=attn.q_norm,
                      k_norm=attn.k_norm, rotary=Rotary(rotary.apply_rotary, rotary.dim, rope_periods(rotary)),
                      heads=heads, kv_heads=kv_heads, head_dim=head_dim, scale=attn.scale)
 
@@ -251,18 +254,32 @@ def _gated_delta(la, where: str) -> GatedDelta:
                            "in_proj_a": la.num_v_heads, "key_dim": key_dim, "conv_dim": conv_dim,
                            "conv1d": (conv_dim, la.conv_kernel_size, 1), "A_log": (la.num_v_heads,),
                            "dt_bias": (la.num_v_heads,)})
-    return GatedDelta(inputs=_grouped(*projections), out_proj=Linear.of(la.out_proj), conv_weight=la.conv1d.weight,
+    return GatedDelta(inputs=_grouped(*projections), out_proj=_linear(la.out_proj), conv_weight=la.conv1d.weight,
                       norm=la.norm, normalize_qk=la._normalize_qk, A_log=la.A_log, dt_bias=la.dt_bias,
                       k_heads=la.num_k_heads, v_heads=la.num_v_heads, k_dim=la.head_k_dim, v_dim=la.head_v_dim,
                       key_dim=key_dim, conv_dim=conv_dim, conv_kernel=la.conv_kernel_size)
 
 
 def _feed_forward(mlp) -> FeedForward:
-    """A gated dense block that specchat computes as gate and up in one product, then down; any other as it is."""
+    """A gated dense block as gate and up (in one product where specchat computes them), then down; any other (a
+    sparse one) as it is."""
     gate, up, down = (getattr(mlp, name, None) for name in ("gate_proj", "up_proj", "down_proj"))
-    if any(p is None or not Linear.of(p).served for p in (gate, up, down)):
+    if any(p is None for p in (gate, up, down)):
         return FeedForward(mlp)
-    return FeedForward(mlp, _grouped(gate, up), Linear.of(down))
+    return FeedForward(mlp, _grouped(gate, up), _linear(down))
+
+
+def _linear(module) -> Linear:
+    """A linear layer's record. A quantized layer that specchat does not compute (off CUDA) is called through
+    mlx-vlm's verify route: on Metal its product over a few rows then runs mlx-vlm's kernels, written to give each
+    row the numbers of its one-row product, so a verify cannot round a near-tie differently from the plain step;
+    on a CPU, and for one row, the route calls the layer as it is."""
+    import mlx.nn as nn
+
+    record = Linear.of(module)
+    if type(module) is not nn.QuantizedLinear or record.served:
+        return record
+    return replace(record, call=partial(function("mlx_vlm.speculative.ops.linear", "_target_verify_linear"), module))
 
 
 def _grouped(*modules) -> Group:
@@ -270,7 +287,7 @@ def _grouped(*modules) -> Group:
     the stack: the same numbers, so mlx-vlm's loop computes what it did, and the separate copies are freed."""
     import mlx.core as mx
 
-    group = Group(*(Linear.of(module) for module in modules))
+    group = Group(*(_linear(module) for module in modules))
     for module, views in zip(modules, group.views()):
         module.update(views)
     mx.eval([module.parameters() for module in modules])
