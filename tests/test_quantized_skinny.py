@@ -166,6 +166,21 @@ def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
 
 
 @cuda
+@pytest.mark.parametrize("bits", [4, 8])
+def test_the_rows_per_warp_leave_every_row_as_it_is(bits):
+    """They only choose which warp computes which output rows (the split comes from the weight's shape), so a row
+    bucket may take the fastest of them."""
+    import mlx.core as mx
+
+    # 4096 x 12288: a shape that the split serves, whatever the rows per warp would have made of it
+    wq, scales, biases = _weights(4096, 12288, 64, bits, dtype="bfloat16")
+    x = mx.random.normal((4, 12288)).astype(mx.bfloat16)
+    usual = product(x, wq, scales, biases, bits)
+    for rows_per_warp in (1, 2, 8):
+        assert mx.array_equal(product(x, wq, scales, biases, bits, rows_per_warp), usual), rows_per_warp
+
+
+@cuda
 def test_quantized_layers_and_their_stack_run_the_kernel():
     import mlx.core as mx
     import mlx.nn as nn

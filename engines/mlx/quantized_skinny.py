@@ -215,13 +215,16 @@ def k_split(n: int, k: int, bits: int, rows_per_warp: int = ROWS_PER_WARP) -> in
 def product(x, wq, scales, biases, bits: int, rows_per_warp: int = ROWS_PER_WARP, split: int | None = None):
     """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
 
-    Only the activation dtype, the row bucket, the rows per warp, the K split (``k_split`` unless given)
+    Only the activation dtype, the row bucket, the rows per warp, the K split (``k_split`` of the weight's shape
+    unless given)
     and the bit width are compiled in (and the scales' dtype, unused in the source but part of the
     kernel's name: their pointer type differs); the shape and group size are read at run time, so a
     model's layers share a handful of kernels."""
     rows, k = x.size // x.shape[-1], x.shape[-1]
     n = wq.shape[0]
-    split = split or k_split(n, k, bits, rows_per_warp)
+    # the split from the weight's shape alone (at the default rows per warp), so that a row is computed the one
+    # way whatever the rows per warp: those only choose which warp computes which output rows
+    split = split or k_split(n, k, bits)
     out = _kernel()(
         inputs=[x.reshape(rows, k), wq, scales, biases],
         template=[("T", x.dtype), ("S", scales.dtype), ("MR", row_bucket(rows)), ("NW", rows_per_warp),
