@@ -81,9 +81,9 @@ def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time
         pytest.skip("on CUDA specchat's own kernel computes every quantized product (test_quantized_skinny.py)")
     route = qwen35.function("mlx_vlm.speculative.ops.linear", "_target_verify_linear")
     records = _quantized_records(qwen35.body(conversion.model))
-    assert records and all(record.call.func is route for record in records)
+    assert records and all(record.call.route is route for record in records)
     for record in records:
-        module = record.call.args[0]
+        module = record.call.module
         x = mx.random.normal((1, 6, module.weight.shape[1] * 32 // module.bits), key=mx.random.key(3))
         x = x.astype(module.scales.dtype)
         rows = record(x)
@@ -91,3 +91,22 @@ def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time
             assert mx.array_equal(rows, module(x))  # the route is the layer itself here
         for r in range(x.shape[1]):
             assert mx.array_equal(rows[:, r], record(x[:, r : r + 1])[:, 0]), r
+
+
+def test_a_prompts_chunk_takes_the_layers_own_product_and_a_verify_the_route(conversion):
+    """mlx-vlm's verify kernels are built per number of rows and for a few: a prompt's chunk of many rows must not
+    go through them."""
+    import mlx.core as mx
+
+    from engines.mlx import qwen35
+    from engines.mlx.quantized_skinny import MAX_ROWS
+
+    route = qwen35.function("mlx_vlm.speculative.ops.linear", "_target_verify_linear")
+    module = conversion.model.language_model.model.layers[0].mlp.down_proj
+    routed = []
+    call = qwen35.VerifyRoute(module, lambda layer, x: routed.append(x.shape[1]) or route(layer, x))
+    k = module.weight.shape[1] * 32 // module.bits
+    for rows in (1, 4, MAX_ROWS, MAX_ROWS + 1, 300):
+        x = mx.random.normal((1, rows, k), key=mx.random.key(rows)).astype(module.scales.dtype)
+        assert call(x).shape == module(x).shape
+    assert routed == [1, 4, MAX_ROWS]

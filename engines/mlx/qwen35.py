@@ -19,13 +19,14 @@ memory, so the stack cannot be a view of them.
 
 from __future__ import annotations
 
-from dataclasses import replace
-from functools import partial
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 from .linear import FeedForward, Group, Linear
 from .parts import Attention, Body, GatedDelta, Layer, MtpHead, Rotary
+from .quantized_skinny import MAX_ROWS
 
 READ_FROM = "0.7.10"  # the mlx-vlm release these internals were read from (pyproject.toml pins it)
 CHECK_TEXT = "The quick brown fox"  # the few tokens ``check`` runs both forwards on
@@ -270,16 +271,32 @@ def _feed_forward(mlp) -> FeedForward:
 
 
 def _linear(module) -> Linear:
-    """A linear layer's record. A quantized layer that specchat does not compute (off CUDA) is called through
-    mlx-vlm's verify route: on Metal its product over a few rows then runs mlx-vlm's kernels, written to give each
-    row the numbers of its one-row product, so a verify cannot round a near-tie differently from the plain step;
-    on a CPU, and for one row, the route calls the layer as it is."""
+    """A linear layer's record; a quantized layer that specchat does not compute (off CUDA) is called through
+    mlx-vlm's verify route for a verify's few rows (``VerifyRoute``)."""
     import mlx.nn as nn
 
     record = Linear.of(module)
     if type(module) is not nn.QuantizedLinear or record.served:
         return record
-    return replace(record, call=partial(function("mlx_vlm.speculative.ops.linear", "_target_verify_linear"), module))
+    return replace(record, call=VerifyRoute(module, function("mlx_vlm.speculative.ops.linear",
+                                                             "_target_verify_linear")))
+
+
+@dataclass(frozen=True, eq=False)
+class VerifyRoute:
+    """A quantized layer called through mlx-vlm's verify route over up to ``MAX_ROWS`` rows, and as itself over
+    more. On Metal the route's kernels give each of a few rows the numbers of its one-row product, so a verify
+    cannot round a near-tie differently from the plain step; they are built per number of rows and for a few, so
+    a prompt's chunks (up to thousands of rows) take the layer's own product. On a CPU, and for one row, the
+    route calls the layer as it is."""
+
+    module: object
+    route: Callable
+
+    def __call__(self, x):
+        if x.size // x.shape[-1] <= MAX_ROWS:
+            return self.route(self.module, x)
+        return self.module(x)
 
 
 def _grouped(*modules) -> Group:
