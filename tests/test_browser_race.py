@@ -67,7 +67,8 @@ def test_race_fills_both_lanes_and_sums_up(tab):
 
 
 def test_replay_plays_both_lanes_at_their_recorded_pace(tab):
-    tab.server.engine.delay_s = 0.03
+    # slow enough that the drafter-on answer is shown partly for a few hundred ms: sampled even when frames are few
+    tab.server.engine.delay_s = 0.08
     tab.open()
     view = race(tab, "hello", 1)
     done = wait_race_done(tab)
