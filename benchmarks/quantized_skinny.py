@@ -1,16 +1,16 @@
 """The few-row quantized product kernel against MLX's own quantized product, on a CUDA GPU.
 
     python -m benchmarks.quantized_skinny [--bits 4,8] [--group-size 64] [--rows 1,2,4,8,16]
-                                          [--rows-per-warp 4] [--splits 0] [--reps 30]
+                                          [--rows-per-warp 0] [--splits 0] [--reps 30]
 
 For weights of the 4.1B rig's shapes: milliseconds per product (20 products queued, then waited on) with
 ``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp`` and each ``--splits``, the warps
-sharing a set of weight rows; 0 is the kernel's own choice for the shape) for each number of rows, all
-measured interleaved, median (min-max) over ``--reps``; then each one's k-row ÷ 1-row ratio (median of the
-per-repetition ratios, min-max), against the bar of 1.3 for four rows; and the largest difference from
-MLX's result relative to |x| @ |w|. With several ``--rows-per-warp``, the fastest of them at each number of
-rows over the fastest at one row: the rows per warp do not change a row's arithmetic, so each row bucket may
-take its own.
+sharing a set of weight rows; 0 is the kernel's own choice, for the number of rows and for the shape) for each
+number of rows, all measured interleaved, median (min-max) over ``--reps``; then each one's k-row ÷ 1-row
+ratio (median of the per-repetition ratios, min-max), against the bar of 1.3 for four rows; and the largest
+difference from MLX's result relative to |x| @ |w|. With several ``--rows-per-warp``, the fastest of them at
+each number of rows over the fastest at one row: the rows per warp do not change a row's arithmetic, so each
+row bucket may take its own.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--bits", type=_ints, default=[4, 8])
     parser.add_argument("--group-size", type=int, default=64)
     parser.add_argument("--rows", type=_ints, default=[1, 2, 4, 8, 16])
-    parser.add_argument("--rows-per-warp", type=_ints, default=[4])
+    parser.add_argument("--rows-per-warp", type=_ints, default=[0])
     parser.add_argument("--splits", type=_ints, default=[0])
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
@@ -67,9 +67,9 @@ def main() -> None:
                                                              group_size=g, bits=bits)}
             for nw in args.rows_per_warp:
                 for split in args.splits:
-                    label = f"kernel/{nw}x{split or f'auto={k_split(n, k, bits)}'}"
-                    variants[label] = lambda x, nw=nw, split=split: product(x, wq, scales, biases, bits, nw,
-                                                                            split or None)
+                    label = f"kernel/{nw or 'auto'}x{split or f'auto={k_split(n, k, bits)}'}"
+                    variants[label] = lambda x, nw=nw, split=split: product(x, wq, scales, biases, bits,
+                                                                            nw or None, split or None)
             inputs = {rows: [mx.random.normal((rows, k)).astype(mx.bfloat16) for _ in range(QUEUED)]
                       for rows in args.rows}
             dequantized = mx.dequantize(wq, scales, biases, group_size=g, bits=bits).astype(mx.float32)

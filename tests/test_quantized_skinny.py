@@ -176,8 +176,8 @@ def test_the_rows_per_warp_leave_every_row_as_it_is(bits):
     wq, scales, biases = _weights(4096, 12288, 64, bits, dtype="bfloat16")
     x = mx.random.normal((4, 12288)).astype(mx.bfloat16)
     usual = product(x, wq, scales, biases, bits)
-    for rows_per_warp in (1, 2, 8):
-        assert mx.array_equal(product(x, wq, scales, biases, bits, rows_per_warp), usual), rows_per_warp
+    for warp_rows in (1, 2, 4, 8):
+        assert mx.array_equal(product(x, wq, scales, biases, bits, warp_rows), usual), warp_rows
 
 
 @cuda

@@ -26,7 +26,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 MAX_ROWS = 16  # every block size a verify can have, so each row is computed the one way
-ROWS_PER_WARP = 4  # weight rows a warp reads together, each input chunk loaded once for all of them
+ROWS_PER_WARP = 4  # weight rows a warp reads together, each input chunk loaded once for all (rows_per_warp)
 BITS = (2, 3, 4, 5, 6, 8)
 GROUP_SIZES = (32, 64, 128)
 LANES = 32
@@ -199,37 +199,47 @@ def row_bucket(rows: int) -> int:
     return 1 << (rows - 1).bit_length()
 
 
-def k_split(n: int, k: int, bits: int, rows_per_warp: int = ROWS_PER_WARP) -> int:
+def rows_per_warp(bits: int, rows: int) -> int:
+    """The weight rows a warp reads together for this many input rows. They leave each row's arithmetic as it
+    is (only which warp computes an output row), so each row bucket takes what served it fastest on an H200
+    (benchmarks/RESULTS.md): at 4 bits eight rows per warp for up to four input rows (a warp's loads of x and
+    its code conversions then serve twice the weight rows: about a tenth off four rows at 12288 x 4096 and
+    4096 x 12288), and four beyond (eight rows' accumulators for 8 or 16 inputs cost registers); elsewhere
+    four, as at 8 bits, where eight measured no faster."""
+    return 8 if bits == 4 and row_bucket(rows) <= 4 else ROWS_PER_WARP
+
+
+def k_split(n: int, k: int, bits: int, warp_rows: int = ROWS_PER_WARP) -> int:
     """How many warps share a set of weight rows: the fewest that put ``WARPS_IN_FLIGHT`` warps to work, as
     long as every lane still takes two steps or more. A product over few output rows and a long K (a
     layer's down projection) otherwise runs a few warps per multiprocessor, each waiting on its loads in
     turn. It depends on the weight's shape only, so every row is computed the same way whatever the
     number of rows."""
-    warps, steps = -(-n // rows_per_warp), k // lane_step(bits) // LANES
+    warps, steps = -(-n // warp_rows), k // lane_step(bits) // LANES
     split = 1
     while split < MAX_K_SPLIT and warps * split < WARPS_IN_FLIGHT and steps // (split * 2) >= 2:
         split *= 2
     return split
 
 
-def product(x, wq, scales, biases, bits: int, rows_per_warp: int = ROWS_PER_WARP, split: int | None = None):
+def product(x, wq, scales, biases, bits: int, warp_rows: int | None = None, split: int | None = None):
     """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
 
-    Only the activation dtype, the row bucket, the rows per warp, the K split (``k_split`` of the weight's shape
-    unless given)
-    and the bit width are compiled in (and the scales' dtype, unused in the source but part of the
-    kernel's name: their pointer type differs); the shape and group size are read at run time, so a
+    Only the activation dtype, the row bucket, the rows per warp (``rows_per_warp`` unless given), the K split
+    (``k_split`` of the weight's shape unless given) and the bit width are compiled in (and the scales'
+    dtype, unused in the source but part of the kernel's name: their pointer type differs); the shape and group size are read at run time, so a
     model's layers share a handful of kernels."""
     rows, k = x.size // x.shape[-1], x.shape[-1]
     n = wq.shape[0]
     # the split from the weight's shape alone (at the default rows per warp), so that a row is computed the one
     # way whatever the rows per warp: those only choose which warp computes which output rows
     split = split or k_split(n, k, bits)
+    warp_rows = warp_rows or rows_per_warp(bits, rows)
     out = _kernel()(
         inputs=[x.reshape(rows, k), wq, scales, biases],
-        template=[("T", x.dtype), ("S", scales.dtype), ("MR", row_bucket(rows)), ("NW", rows_per_warp),
+        template=[("T", x.dtype), ("S", scales.dtype), ("MR", row_bucket(rows)), ("NW", warp_rows),
                   ("BITS", bits), ("E", lane_step(bits)), ("KS", split), ("WARPS", WARPS)],
-        grid=(LANES, -(-n // rows_per_warp) * split, 1),
+        grid=(LANES, -(-n // warp_rows) * split, 1),
         threadgroup=(LANES, WARPS, 1),
         output_shapes=[(rows, n)],
         output_dtypes=[x.dtype],
