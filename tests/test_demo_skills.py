@@ -143,11 +143,12 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# Where the shipped weights (stage 13) are below the bar on the evaluation's ten questions per skill, each miss
-# measured in demo_model/README.md: a letter count worded "How many c's would you say alpaca has?" (thinking on)
-# takes "would" into the word; with thinking off one question on another topic gets the limit for a follow-up
-# with nothing to follow: honest, but not the expected answer.
-SKILLS_NOT_AT_THE_BAR = {("letters", True), ("other topics", False)}
+# Where the shipped weights (stage 14) are below the bar on the evaluation's ten questions per skill, each miss
+# measured in demo_model/README.md, all of them honest limits other than the expected one: a unit it does not
+# know gets the limit for an unclear question ("I have 55 quarts. How many hours is that?"), and one question on
+# another topic gets the limit for a follow-up with nothing to follow (thinking on) or for thinking off.
+SKILLS_NOT_AT_THE_BAR = {("unknown units", True), ("unknown units", False), ("other topics", True),
+                         ("other topics", False)}
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
@@ -166,11 +167,9 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 13):
-# one letter count worded "How many m's would you say meadow has?" counts in "would"; one word length names the
-# word with a letter changed ("rhlice" as "rhhich", the count right); and with thinking off one follow-up
-# converted by the wrong factor ("Tell me the same in centimeters." after millimeters).
-NOT_AT_THE_BAR = {("letters, any word", True), ("word length", True), ("follow-ups", False)}
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 14):
+# one letter count worded "How many m's would you say meadow has?" counts in "would".
+NOT_AT_THE_BAR = {("letters, any word", True)}
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
 
