@@ -681,13 +681,14 @@ def _any_word(rng: random.Random) -> str:
     return word.capitalize() if rng.random() < 0.1 else word
 
 
-# Letter and length questions put together from parts, so that the word stands anywhere in the sentence, after
-# any word and inside other verbs ("Spell out zebra and count its letters"), with any clause between the letter
-# and the word ("How many r's do you reckon trumpet has?"): the model learns which span is the word from the
-# whole question, not from the word before it. No part holds a wording the evaluation asks in (evaluate.py's
-# HELD_OUT_LETTERS and HELD_OUT_LENGTH): never "would" (not even "would you" with another verb), "the number of",
-# "letter count of", "occur in", "In the word ..., how many", "Count how many times", and "its length" never
-# after "tell me" or "Spell out" (_NEAR_HELD_OUT).
+# Letter and length questions put together from parts, so that the word stands anywhere in the sentence, after any
+# word and inside other verbs ("Spell out zebra and count its letters"), with any clause between the letter and the
+# word ("How many r's do you reckon trumpet has?"): the model learns which span is the word from the whole question,
+# not from the word before it. No part holds a wording the evaluation asks in (evaluate.py's HELD_OUT_LETTERS and
+# HELD_OUT_LENGTH): never "would" after "how many" (not even "would you" with another verb; before it, as in "Would
+# you tell me how many r's trumpet has?", it is no clause in the word's place), "the number of", "letter count of",
+# "occur in", "In the word ..., how many", "Count how many times", and "its length" never after "tell me" or "Spell
+# out" (_NEAR_HELD_OUT).
 WORD_FORMS = ["{w}"] * 6 + ["the word {w}", "the word {w}", "\"{w}\"", "'{w}'", "the name {w}", "the string {w}"]
 LETTER_FORMS = ["{c}'s", "{c}'s", "{c}'s", "{c}s", "letters {c}"]
 # After "how many <letters>": what the word does, in a direct question ...
@@ -710,7 +711,9 @@ INDIRECT_LEADS = [("Tell me ", "."), ("Can you tell me ", "?"), ("Do you know ",
                   ("Let me know ", "."), ("Figure out ", "."), ("Check ", "."), ("Any idea ", "?"),
                   ("Find out ", "."), ("Say ", "."), ("I wonder ", "."), ("I'm curious ", "."),
                   ("Can you check ", "?"), ("Please say ", "."), ("Guess ", "."), ("Show me ", "."),
-                  ("Can you count ", "?"), ("Quick question: ", "?"), ("Help me out: ", "?")]
+                  ("Can you count ", "?"), ("Quick question: ", "?"), ("Help me out: ", "?"),
+                  ("Would you tell me ", "?"), ("Would you work out ", "?"), ("Would you check ", "?"),
+                  ("Would you know ", "?")]
 # Between "how many <letters>" and the word: a clause, then the word and what it does ("do you reckon {W}
 # has"), or a clause of thinking before a relation whose subject is the letters ("do you think" + "are in {W}") ...
 THINKING = ["do you think", "do you reckon", "do you suppose", "do you believe", "do you figure", "do you imagine",
@@ -759,7 +762,8 @@ LENGTH_COUNTS = ["count its letters", "count the letters", "say how many letters
                  "tell me how many letters long it is", "find out how long it is", "let me know its length",
                  "report its length", "measure its length", "note its length", "let me know how long it is"]
 LETTER_COUNT_VERBS = ["Count", "Count up", "Tally", "Tally up", "Add up", "Find", "Total up", "Look for", "Find all",
-                      "Please count", "Can you count", "Could you count", "Go and count", "Just count"]
+                      "Please count", "Can you count", "Could you count", "Go and count", "Just count",
+                      "Would you count"]
 # The word first, the question after it.
 LETTER_WORD_FIRST = ["{W}: how many {C}?", "{W} - how many {C}?", "{W}. How many {C} are there?",
                      "{W}? Count the {C}.", "Here's a word: {w}. How many {C} does it have?",
@@ -840,7 +844,8 @@ def _word_question(rng: random.Random, relations: list[str], indirect: list[str]
         text = f"{rng.choice(WORD_VERBS)} {{W}}{rng.choice(WORD_JOINS)}{rng.choice(counts)}{tail}."
     elif r < 0.84:
         verb = rng.choice(LETTER_COUNT_VERBS)
-        text = imperative.replace("{verb}", verb) + tail + ("?" if verb.startswith(("Can ", "Could ")) else ".")
+        asking = verb.startswith(("Can ", "Could ", "Would "))
+        text = imperative.replace("{verb}", verb) + tail + ("?" if asking else ".")
     else:
         return rng.choice(word_first)
     return text
@@ -855,7 +860,8 @@ def _filled(template: str, rng: random.Random, word: str, letter: str = "") -> s
 
 # Wordings next to the evaluation's own ("How many r's would you say trumpet has?", "Spell out zebra and tell me
 # its length."), which differ from them in one word or none.
-_NEAR_HELD_OUT = re.compile(r"\bwould\b|\byou say\b|tell me its length|spell out\b.*\bits length", re.IGNORECASE)
+_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould\b|\byou say\b|tell me its length|spell out\b.*\bits length",
+                            re.IGNORECASE)
 
 
 def _template(rng: random.Random, *parts) -> str:

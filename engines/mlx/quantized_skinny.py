@@ -226,9 +226,9 @@ def product(x, wq, scales, biases, bits: int, warp_rows: int | None = None, spli
     """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
 
     Only the activation dtype, the row bucket, the rows per warp (``rows_per_warp`` unless given), the K split
-    (``k_split`` of the weight's shape unless given) and the bit width are compiled in (and the scales'
-    dtype, unused in the source but part of the kernel's name: their pointer type differs); the shape and group size are read at run time, so a
-    model's layers share a handful of kernels."""
+    (``k_split`` of the weight's shape unless given) and the bit width are compiled in (and the scales' dtype,
+    unused in the source but part of the kernel's name: their pointer type differs); the shape and group size are
+    read at run time, so a model's layers share a handful of kernels."""
     rows, k = x.size // x.shape[-1], x.shape[-1]
     n = wq.shape[0]
     # the split from the weight's shape alone (at the default rows per warp), so that a row is computed the one
