@@ -36,9 +36,10 @@ setup() {
     "$PY" -c 'import mlx.core as mx; print(mx.__version__, mx.default_device(), mx.cuda.is_available())'
 }
 
-kernel() {
-    timeout 300 "$PY" -m pytest -q -p no:cacheprovider --noconftest tests/test_quantized_skinny.py 2>&1
-    timeout 200 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,2,4,8 --reps 20 2>&1
+kernel() {  # the tests take about 450 s on an H200 (each parameter set compiles its kernels)
+    timeout 500 "$PY" -m pytest -q -p no:cacheprovider --noconftest --durations 5 tests/test_quantized_skinny.py 2>&1
+    timeout 200 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,2,4,8 --rows-per-warp 0,4,8 \
+        --reps 20 2>&1
 }
 
 rigs() {
@@ -58,12 +59,15 @@ drafter() {  # the drafter flag of a rig: the bf16 rig carries its head, a conve
     [ "$1" = bf16 ] || echo "--drafter $STORE/rigs/$1-mtp"
 }
 
-engine() {
+engine() {  # progress lines go to $STORE/NAME.log with the seconds since the start, the table to the output
+    local start
     for name in "$@"; do
+        start=$(date +%s)
         # shellcheck disable=SC2046
         timeout 400 "$PY" -m webapp bench --model "$STORE/rigs/$name" $(drafter "$name") --blocks 1,2,4 \
-            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat \
-            2>&1 | tr '\r' '\n' | grep -v '^\['
+            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat 2>&1 | tr '\r' '\n' \
+            | while IFS= read -r line; do echo "$(( $(date +%s) - start ))s $line"; done \
+            | tee "$STORE/$name.log" | grep -v '^[0-9]*s \['
     done
 }
 
