@@ -9,8 +9,12 @@
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
 #   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig, with and without the kernel
 #
-# The site tarball is the mlx, mlx-cuda-13, mlx-lm, mlx-vlm and flask/pydantic wheels of pyproject.toml's pins
-# unzipped into one folder, then `tar c | xz -9` and `split`: a machine with no package index gets it in parts.
+# The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
+# mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
+# annotated-types, typing-inspection, typing-extensions, blinker, itsdangerous; `pip download --no-deps
+# --only-binary=:all: --python-version 3.12` for manylinux x86_64) unzipped into one folder with
+# `python -m zipfile -e`, then `tar c | xz -9` (about 80 MB) and `split -b 38M`: a machine with no package index
+# gets it in parts, over two calls while it stays warm.
 # libmlx.so finds the CUDA libraries through its RPATH $ORIGIN/../../nvidia, which links to the nvidia folder
 # of the python3 that holds PyTorch's CUDA wheels.
 set -uo pipefail
