@@ -65,11 +65,14 @@ def main() -> None:
             wq, scales, biases = mx.quantize(w, group_size=g, bits=bits)
             variants = {"mlx": lambda x: mx.quantized_matmul(x, wq, scales=scales, biases=biases, transpose=True,
                                                              group_size=g, bits=bits)}
+            own_split = {}  # label -> its rows per warp, for the kernels at the shape's own K split
             for nw in args.rows_per_warp:
                 for split in args.splits:
                     label = f"kernel/{nw or 'auto'}x{split or f'auto={k_split(n, k, bits)}'}"
                     variants[label] = lambda x, nw=nw, split=split: product(x, wq, scales, biases, bits,
                                                                             nw or None, split or None)
+                    if not split:
+                        own_split[label] = nw or "auto"
             inputs = {rows: [mx.random.normal((rows, k)).astype(mx.bfloat16) for _ in range(QUEUED)]
                       for rows in args.rows}
             dequantized = mx.dequantize(wq, scales, biases, group_size=g, bits=bits).astype(mx.float32)
@@ -106,12 +109,11 @@ def main() -> None:
                 print(f"  {rows} rows ÷ {first}: {ratios}{bar}")
             # Rows per warp leave each row's arithmetic as it is (the split does not depend on them), so each
             # number of rows may take its fastest: that kernel at k rows ÷ the fastest at one row.
-            auto = [label for label in variants if label.endswith(f"auto={k_split(n, k, bits)}")]
-            if len(auto) > 1:
-                fastest = {rows: min((statistics.median(times[label, rows]), label) for label in auto)
+            if len(own_split) > 1:
+                fastest = {rows: min((statistics.median(times[label, rows]), label) for label in own_split)
                            for rows in inputs}
                 print("  fastest rows per warp, and its time ÷ the fastest at one row: " + "  ".join(
-                    f"{rows} rows: {label.split('/')[1].split('x')[0]} {ms / fastest[first][0]:.2f}"
+                    f"{rows} rows: {own_split[label]} {ms / fastest[first][0]:.2f}"
                     for rows, (ms, label) in fastest.items()))
 
 

@@ -43,13 +43,14 @@ def _mx():
 STREAMED_ROWS = 3  # up to this many rows the transposed product streams the weight
 
 
-def _rows(x) -> int:
+def row_count(x) -> int:
+    """How many rows a product over ``x`` computes, whatever its leading shape."""
     return x.size // x.shape[-1]
 
 
 def _transposed(x) -> bool:
     mx = _mx()
-    return mx.default_device() == mx.cpu and _rows(x) <= STREAMED_ROWS
+    return mx.default_device() == mx.cpu and row_count(x) <= STREAMED_ROWS
 
 
 FEW_ROW_KERNEL = True  # CUDA: bfloat16 products over 2-5 rows and quantized ones over 1-16 run specchat's kernels
@@ -64,7 +65,7 @@ def product(weight, x):
     """``x @ weight.T``, the cheapest way on this device for this many rows."""
     if _transposed(x):
         return _product(weight, x)
-    if FEW_ROW_KERNEL and _rows(x) >= 2 and skinny.applies(x, weight):
+    if FEW_ROW_KERNEL and row_count(x) >= 2 and skinny.applies(x, weight):
         return skinny.skinny(x, weight)
     return x @ weight.T
 

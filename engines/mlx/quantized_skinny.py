@@ -209,13 +209,13 @@ def rows_per_warp(bits: int, rows: int) -> int:
     return 8 if bits == 4 and row_bucket(rows) <= 4 else ROWS_PER_WARP
 
 
-def k_split(n: int, k: int, bits: int, warp_rows: int = ROWS_PER_WARP) -> int:
+def k_split(n: int, k: int, bits: int) -> int:
     """How many warps share a set of weight rows: the fewest that put ``WARPS_IN_FLIGHT`` warps to work, as
     long as every lane still takes two steps or more. A product over few output rows and a long K (a
     layer's down projection) otherwise runs a few warps per multiprocessor, each waiting on its loads in
     turn. It depends on the weight's shape only, so every row is computed the same way whatever the
     number of rows."""
-    warps, steps = -(-n // warp_rows), k // lane_step(bits) // LANES
+    warps, steps = -(-n // ROWS_PER_WARP), k // lane_step(bits) // LANES
     split = 1
     while split < MAX_K_SPLIT and warps * split < WARPS_IN_FLIGHT and steps // (split * 2) >= 2:
         split *= 2

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
-from .linear import FeedForward, Group, Linear
+from .linear import FeedForward, Group, Linear, row_count
 from .parts import Attention, Body, GatedDelta, Layer, MtpHead, Rotary
 from .quantized_skinny import MAX_ROWS
 
@@ -294,7 +294,7 @@ class VerifyRoute:
     route: Callable
 
     def __call__(self, x):
-        if x.size // x.shape[-1] <= MAX_ROWS:
+        if row_count(x) <= MAX_ROWS:
             return self.route(self.module, x)
         return self.module(x)
 
