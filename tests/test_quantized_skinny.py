@@ -9,34 +9,7 @@ from engines.mlx import linear
 from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
                                           unpack)
 from engines.mlx.recurrence import use_cuda_kernel
-
-cuda = pytest.mark.skipif(not use_cuda_kernel(), reason="specchat's CUDA kernels run only on a CUDA GPU")
-
-
-def _weights(n, k, group_size, bits, dtype="float32", seed=0):
-    import mlx.core as mx
-
-    mx.random.seed(seed)
-    w = (mx.random.normal((n, k)) * k**-0.5).astype(getattr(mx, dtype))
-    return mx.quantize(w, group_size=group_size, bits=bits)
-
-
-def _theirs(x, wq, scales, biases, group_size, bits):
-    """MLX's quantized product in float32: the exact dequantize-and-dot, where MLX's bfloat16 and float16
-    paths round the dequantized weights (and, on a CPU, partial sums) to the activation dtype."""
-    import mlx.core as mx
-
-    f32 = mx.float32
-    return mx.quantized_matmul(x.astype(f32), wq, scales=scales.astype(f32), biases=biases.astype(f32),
-                               transpose=True, group_size=group_size, bits=bits)
-
-
-def _magnitude(x, wq, scales, biases, group_size, bits):
-    """``|x| @ |w|.T`` in float32: what a product's rounding error is measured against."""
-    import mlx.core as mx
-
-    w = mx.dequantize(wq, scales, biases, group_size=group_size, bits=bits).astype(mx.float32)
-    return mx.abs(x.astype(mx.float32)).reshape(-1, x.shape[-1]) @ mx.abs(w).T
+from tests.support.quantized import cuda, mlx_product, product_magnitude, quantized_weights
 
 
 @pytest.mark.parametrize("bits", BITS)
@@ -44,7 +17,7 @@ def _magnitude(x, wq, scales, biases, group_size, bits):
 def test_unpacked_codes_are_mlxs_dequantization(bits, group_size):
     import mlx.core as mx
 
-    wq, scales, biases = _weights(24, 384, group_size, bits)
+    wq, scales, biases = quantized_weights(24, 384, group_size, bits)
     codes = unpack(wq, bits)
     assert int(codes.max().item()) == 2**bits - 1 and int(codes.min().item()) == 0
     # on the CPU: MLX's CUDA dequantize rounds scale * q + bias differently (in the last bit)
@@ -60,13 +33,13 @@ def test_emulation_is_mlxs_quantized_product_within_float32_rounding(bits, group
     import mlx.core as mx
 
     # K = 1408: 44 or 88 lane steps, so some lanes take one step more than others
-    wq, scales, biases = _weights(40, 1408, group_size, bits)
+    wq, scales, biases = quantized_weights(40, 1408, group_size, bits)
     for rows in range(1, 9):
         x = mx.random.normal((rows, 1408), key=mx.random.key(rows))
-        ours, theirs = emulate(x, wq, scales, biases, group_size, bits), _theirs(x, wq, scales, biases, group_size,
+        ours, theirs = emulate(x, wq, scales, biases, group_size, bits), mlx_product(x, wq, scales, biases, group_size,
                                                                                    bits)
         assert ours.shape == theirs.shape == (rows, 40)
-        error = mx.abs(ours - theirs) / _magnitude(x, wq, scales, biases, group_size, bits)
+        error = mx.abs(ours - theirs) / product_magnitude(x, wq, scales, biases, group_size, bits)
         assert error.max().item() < 1e-6, (rows, error.max().item())
 
 
@@ -76,10 +49,10 @@ def test_emulation_with_warps_sharing_k_is_mlxs_quantized_product(bits, split):
     import mlx.core as mx
 
     # K = 1408 over 32 x split lanes: the last round leaves some lanes of some warps idle
-    wq, scales, biases = _weights(40, 1408, 64, bits)
+    wq, scales, biases = quantized_weights(40, 1408, 64, bits)
     x = mx.random.normal((3, 1408), key=mx.random.key(split))
-    ours, theirs = emulate(x, wq, scales, biases, 64, bits, split), _theirs(x, wq, scales, biases, 64, bits)
-    error = mx.abs(ours - theirs) / _magnitude(x, wq, scales, biases, 64, bits)
+    ours, theirs = emulate(x, wq, scales, biases, 64, bits, split), mlx_product(x, wq, scales, biases, 64, bits)
+    error = mx.abs(ours - theirs) / product_magnitude(x, wq, scales, biases, 64, bits)
     assert error.max().item() < 1e-6
     assert not mx.array_equal(ours, emulate(x, wq, scales, biases, 64, bits, 1))  # another order of sums
 
@@ -96,12 +69,12 @@ def test_warps_share_k_where_few_warps_would_run():
 def test_emulation_keeps_leading_dimensions_and_the_activation_dtype():
     import mlx.core as mx
 
-    wq, scales, biases = _weights(16, 256, 64, 4, dtype="bfloat16")
+    wq, scales, biases = quantized_weights(16, 256, 64, 4, dtype="bfloat16")
     x = mx.random.normal((1, 3, 256)).astype(mx.bfloat16)
     ours = emulate(x, wq, scales, biases, 64, 4)
     assert ours.shape == (1, 3, 16) and ours.dtype == mx.bfloat16
-    theirs = _theirs(x, wq, scales, biases, 64, 4)
-    magnitude = _magnitude(x, wq, scales, biases, 64, 4).reshape(1, 3, 16)
+    theirs = mlx_product(x, wq, scales, biases, 64, 4)
+    magnitude = product_magnitude(x, wq, scales, biases, 64, 4).reshape(1, 3, 16)
     assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-6 * magnitude).all().item()  # its rounding
 
 
@@ -135,14 +108,14 @@ def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
     import mlx.core as mx
 
     # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
-    wq, scales, biases = _weights(301, 1408, group_size, bits, dtype=dtype)
+    wq, scales, biases = quantized_weights(301, 1408, group_size, bits, dtype=dtype)
     for rows in range(1, MAX_ROWS + 1):
         x = mx.random.normal((rows, 1408), key=mx.random.key(rows)).astype(getattr(mx, dtype))
         assert applies(x, wq, scales, biases, group_size, bits)
         ours = product(x, wq, scales, biases, bits, split=split).astype(mx.float32)
         assert ours.shape == (rows, 301)
-        magnitude = _magnitude(x, wq, scales, biases, group_size, bits)
-        theirs = _theirs(x, wq, scales, biases, group_size, bits)
+        magnitude = product_magnitude(x, wq, scales, biases, group_size, bits)
+        theirs = mlx_product(x, wq, scales, biases, group_size, bits)
         # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
         assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
         # the emulation's order, fused multiply-adds aside: at most one unit in the last place apart
@@ -156,7 +129,7 @@ def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
 def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
     import mlx.core as mx
 
-    wq, scales, biases = _weights(1000, 2048, 64, bits, dtype=dtype)
+    wq, scales, biases = quantized_weights(1000, 2048, 64, bits, dtype=dtype)
     x = mx.random.normal((MAX_ROWS, 2048)).astype(getattr(mx, dtype))
     singles = [product(x[r : r + 1], wq, scales, biases, bits, split=split) for r in range(MAX_ROWS)]
     for rows in range(2, MAX_ROWS + 1):
@@ -173,7 +146,7 @@ def test_the_rows_per_warp_leave_every_row_as_it_is(bits):
     import mlx.core as mx
 
     # 4096 x 12288: a shape that the split serves, whatever the rows per warp would have made of it
-    wq, scales, biases = _weights(4096, 12288, 64, bits, dtype="bfloat16")
+    wq, scales, biases = quantized_weights(4096, 12288, 64, bits, dtype="bfloat16")
     x = mx.random.normal((4, 12288)).astype(mx.bfloat16)
     usual = product(x, wq, scales, biases, bits)
     for warp_rows in (1, 2, 4, 8):
@@ -197,11 +170,11 @@ def test_quantized_layers_and_their_stack_run_the_kernel():
     for layer, original, ours, by_itself in zip(layers, originals, group(x), alone):
         assert all(mx.array_equal(layer[name], original[name]) for name in original)  # left as they were
         assert mx.array_equal(ours, by_itself)  # stacking changes no row's arithmetic
-        theirs = _theirs(x, original["weight"], original["scales"], original["biases"], 64, 4)
-        magnitude = _magnitude(x, original["weight"], original["scales"], original["biases"], 64, 4)
+        theirs = mlx_product(x, original["weight"], original["scales"], original["biases"], 64, 4)
+        magnitude = product_magnitude(x, original["weight"], original["scales"], original["biases"], 64, 4)
         assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude.reshape(theirs.shape)).all().item()
     biased = nn.QuantizedLinear(512, 64, bias=True, group_size=64, bits=8)  # float32 scales, bfloat16 input
-    exact = _theirs(x, biased.weight, biased.scales, biased.biases, 64, 8)
-    magnitude = _magnitude(x, biased.weight, biased.scales, biased.biases, 64, 8).reshape(exact.shape)
+    exact = mlx_product(x, biased.weight, biased.scales, biased.biases, 64, 8)
+    magnitude = product_magnitude(x, biased.weight, biased.scales, biased.biases, 64, 8).reshape(exact.shape)
     error = mx.abs(linear.Linear.of(biased)(x) - (exact + biased.bias))
     assert (error <= 2**-7 * mx.abs(exact) + 1e-5 * magnitude).all().item()
