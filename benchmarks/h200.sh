@@ -5,9 +5,10 @@
 #   benchmarks/h200.sh keep PART...   keep parts of the site tarball (below) in $STORE for a later call
 #   benchmarks/h200.sh setup          join the kept parts and unpack them into $STORE/site
 #   benchmarks/h200.sh kernel         the kernel's CUDA tests, then python -m benchmarks.quantized_skinny
+#   benchmarks/h200.sh mma            the tensor-core kernel's CUDA tests, then the benchmark with it beside the first
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
-#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig, with and without the kernel
+#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: the kernel, on tensor cores, MLX's
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
 # mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
@@ -46,6 +47,11 @@ kernel() {  # the tests take about 450 s on an H200 (each parameter set compiles
         --reps 20 2>&1
 }
 
+mma() {
+    timeout 300 "$PY" -m pytest -q -p no:cacheprovider --noconftest --durations 5 tests/test_quantized_mma.py 2>&1
+    timeout 200 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,2,4,8,16 --mma --reps 20 2>&1
+}
+
 rigs() {
     local r="$STORE/rigs"
     rm -rf "$r" && mkdir -p "$r"
@@ -77,7 +83,7 @@ engine() {  # progress lines go to $STORE/NAME.log with the seconds since the st
 
 direct() {
     for name in "$@"; do
-        for kernel in "" --no-kernel; do
+        for kernel in "" --mma --no-kernel; do
             timeout 300 "$PY" -m benchmarks.rounds "$STORE/rigs/$name" --blocks 2,4 --runs 3 --tokens 256 $kernel \
                 2>&1 | grep -v '^\['
         done

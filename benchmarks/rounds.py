@@ -1,6 +1,6 @@
 """Where a draft/verify round's time goes, and how close the loop comes to its ideal.
 
-    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40] [--no-kernel]
+    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40] [--no-kernel] [--mma]
                                       [--model-thread]
 
 On specchat's own loop (the one the MLX engine runs), in this process, greedy:
@@ -46,6 +46,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=40, help="repetitions of each step timing")
     parser.add_argument("--no-kernel", action="store_true",
                         help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
+    parser.add_argument("--mma", action="store_true",
+                        help="CUDA: 4- and 8-bit products on tensor cores (quantized_mma.py) instead of the first kernel")
     parser.add_argument("--model-thread", action="store_true",
                         help="run everything on the engine's MLX thread (its own streams), as the app does")
     args = parser.parse_args()
@@ -70,6 +72,7 @@ def measure(args: argparse.Namespace) -> None:
     from webapp.blas import blas_in_use
 
     linear.FEW_ROW_KERNEL = not args.no_kernel
+    linear.TENSOR_CORES = args.mma
     loaded = load_model(args.model)
     load_drafter(loaded, None)
     decoder, _, _, _ = _own_decoder(loaded)

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import quantized_skinny, skinny
+from . import quantized_mma, quantized_skinny, skinny
 
 
 def _mx():
@@ -54,6 +54,9 @@ def _transposed(x) -> bool:
 
 
 FEW_ROW_KERNEL = True  # CUDA: bfloat16 products over 2-5 rows and quantized ones over 1-16 run specchat's kernels
+# CUDA: 4- and 8-bit products over 1-16 rows on tensor cores (quantized_mma.py) instead of the CUDA-core kernel, once
+# it measures faster through the loop (benchmarks.rounds --mma); one choice for every row, so identity holds either way
+TENSOR_CORES = False
 
 
 def _product(weight, x):
@@ -72,6 +75,8 @@ def product(weight, x):
 
 def quantized_product(x, weight, scales, biases, group_size: int, bits: int, mode: str = "affine"):
     """``x @ dequantize(weight).T``: specchat's kernel where it serves, else MLX's quantized product."""
+    if FEW_ROW_KERNEL and TENSOR_CORES and quantized_mma.applies(x, weight, scales, biases, group_size, bits, mode):
+        return quantized_mma.product(x, weight, scales, biases, group_size, bits)
     if FEW_ROW_KERNEL and quantized_skinny.applies(x, weight, scales, biases, group_size, bits, mode):
         return quantized_skinny.product(x, weight, scales, biases, bits)
     return _mx().quantized_matmul(x, weight, scales=scales, biases=biases, transpose=True, group_size=group_size,

@@ -1,0 +1,321 @@
+"""A product of a few rows with a 4- or 8-bit affine-quantized weight on tensor cores, for CUDA.
+
+The kernel of quantized_skinny.py multiplies on the CUDA cores: every weight costs one fused multiply-add per
+input row, so four rows cost 1.3-1.55 one-row products at the 4.1B rig's shapes on an H200 (benchmarks/
+RESULTS.md), above the bar of 1.3. Here a warp multiplies with ``mma.sync.m16n8k16`` (bfloat16 or float16 in,
+float32 out): sixteen input rows and eight weight rows at once, so the rows beyond the first cost nothing but
+their loads, and what remains per weight is turning its code into a number.
+
+Codes go in as they are: 4- and 8-bit codes are exact in bfloat16 and float16, and products of two such
+numbers are exact in float32, so a tensor core sums ``x * q`` over sixteen weights of one group without
+rounding a weight. Per group, ``scale * sum(x * q) + bias * sum(x)`` (the second sum by the same instruction
+with ones for weights), added to the row's float32 total group after group, in order.
+
+Which sixteen weights an instruction takes is free, as long as input and weight agree: lane ``t`` of the four
+that hold a weight row takes a quarter of each group (``group_size / 4`` consecutive codes, one load), and its
+input row's same quarter, so every instruction's sixteen weights lie in one group.
+
+One row or sixteen, every row is the same instructions on the same numbers, so a k-row verify gives each row
+exactly what a one-row step gives it (test_quantized_mma.py holds it on CUDA), as quantized_skinny.py does.
+``emulate`` computes the same sums with MLX ops (per group, then in the kernel's order), which a test holds
+against ``mx.quantized_matmul`` on any device.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+MAX_ROWS = 16  # the instruction's sixteen input rows
+BITS = (4, 8)
+GROUP_SIZES = (32, 64, 128)
+WEIGHT_ROWS = 8  # per warp: the instruction's eight columns
+LANES = 32
+WARPS = 4  # warps per block
+MAX_K_SPLIT = 4  # the most warps of a block that share a set of weight rows, each taking every KS-th group
+WARPS_IN_FLIGHT = 2048  # with several groups' loads in flight per warp, enough to hide their latency
+CODES_PER_ROUND = 256  # a weight row's codes a warp loads before it multiplies: 256 / group size groups
+
+HEADER = """
+// d += a b on tensor cores: a is 16 x 16 (rows x k), b 16 x 8, d 16 x 8 in float32 (mma's fragment layout)
+template <int BF>
+__device__ __forceinline__ void specchat_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                             uint32_t b0, uint32_t b1) {
+    if (BF) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    } else {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+}
+
+// (v * 1 - offset) in each half: the codes out of a magic number's low mantissa bits, exactly
+template <int BF>
+__device__ __forceinline__ uint32_t specchat_unbias(uint32_t v) {
+    uint32_t d;
+    if (BF) {
+        asm("fma.rn.bf16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x3F803F80u), "r"(0xC300C300u));
+    } else {
+        asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x3C003C00u), "r"(0xE400E400u));
+    }
+    return d;
+}
+
+__device__ __forceinline__ uint32_t specchat_pack_bf16(float high, float low) {
+    uint32_t d;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(high), "f"(low));
+    return d;
+}
+
+// Codes 0-3 of four consecutive ones as two pairs in the activation's 16-bit type: (c0, c2) and (c1, c3),
+// the pairing the input's (x0, x2) and (x1, x3) take
+template <int BF, int BITS>
+__device__ __forceinline__ void specchat_codes(uint32_t piece, uint32_t& even, uint32_t& odd) {
+    if (BITS == 4) {
+        // piece: four nibbles; u puts nibble 2 at bit 16 beside nibble 0, nibble 3 at bit 20 beside nibble 1
+        const uint32_t magic = BF ? 0x43004300u : 0x64006400u;  // 128 (bfloat16) or 1024 (float16) in each half
+        const uint32_t u = piece | (piece << 8);
+        even = specchat_unbias<BF>((u & 0x000F000Fu) | magic);
+        odd = specchat_unbias<BF>(((u >> 4) & 0x000F000Fu) | magic);
+    } else if (BF) {
+        // 8-bit codes need eight significant bits, which bfloat16 holds but not above a magic number: each
+        // becomes 2**23 + q as a float (one byte permute), minus 2**23, then two are packed
+        float f[4];
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            f[j] = __uint_as_float(__byte_perm(piece, 0x4B000000u, 0x7650 + j)) - 8388608.0f;
+        }
+        even = specchat_pack_bf16(f[2], f[0]);
+        odd = specchat_pack_bf16(f[3], f[1]);
+    } else {
+        even = specchat_unbias<BF>((piece & 0x00FF00FFu) | 0x64006400u);
+        odd = specchat_unbias<BF>(((piece >> 8) & 0x00FF00FFu) | 0x64006400u);
+    }
+}
+"""
+
+SOURCE = """
+    constexpr int Q = GS / 4;                // codes a lane takes from each group
+    constexpr int CW = Q * BITS / 32;        // their 32-bit words
+    constexpr int XW = Q / 2;                // the input's 16-bit values over them, in 32-bit words
+    constexpr int U = CPR / GS;              // groups per round
+    constexpr int STEPS = GS / 16;           // instructions per group
+    const uint32_t ONES = BF ? 0x3F803F80u : 0x3C003C00u;
+    const int M = x_shape[0];
+    const int K = x_shape[1];
+    const int N = wq_shape[0];
+    const int groups = K / GS;
+    const int lane = threadIdx.x;
+    const int gid = lane >> 2;               // the weight row this lane loads, and the input row it holds
+    const int tig = lane & 3;                // which quarter of each group
+    const int part = threadIdx.y % KS;
+    const int n0 = (blockIdx.y * blockDim.y + threadIdx.y) / KS * 8;
+    const bool active = n0 < N;              // no early return: the warps of a block meet at a barrier when KS > 1
+    // rows past N read row N - 1 and are never written
+    const size_t wrow = (size_t)min(n0 + gid, N - 1);
+    const uint32_t* wrow_words = wq + wrow * (size_t)(K / 32 * BITS);
+    const size_t c0 = (size_t)min(n0 + 2 * tig, N - 1);      // the output columns of this lane's results
+    const size_t c1 = (size_t)min(n0 + 2 * tig + 1, N - 1);
+    const bool low_rows = gid < M;
+    const bool high_rows = MR > 8 && gid + 8 < M;
+    const T* xlow = x + (size_t)gid * K;
+    const T* xhigh = x + (size_t)(gid + 8) * K;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int g0 = active ? part : groups; g0 < groups; g0 += KS * U) {
+        uint32_t w[U][CW];
+        uint32_t xl[U][XW];
+        uint32_t xh[U][MR > 8 ? XW : 1];
+        float s0[U], s1[U], b0[U], b1[U];
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int g = g0 + u * KS;
+            if (g < groups) {
+                const uint32_t* wp = wrow_words + ((size_t)g * GS + tig * Q) * BITS / 32;
+                if (CW % 4 == 0) {
+                    #pragma unroll
+                    for (int v = 0; v < CW / 4; ++v) {
+                        const uint4 p = reinterpret_cast<const uint4*>(wp)[v];
+                        w[u][4 * v] = p.x;
+                        w[u][4 * v + 1] = p.y;
+                        w[u][4 * v + 2] = p.z;
+                        w[u][4 * v + 3] = p.w;
+                    }
+                } else if (CW == 2) {
+                    const uint2 p = reinterpret_cast<const uint2*>(wp)[0];
+                    w[u][0] = p.x;
+                    w[u][1] = p.y;
+                } else {
+                    w[u][0] = wp[0];
+                }
+                const size_t at = (size_t)g * GS + tig * Q;
+                #pragma unroll
+                for (int v = 0; v < XW / 4; ++v) {
+                    uint4 p = {0u, 0u, 0u, 0u};
+                    if (low_rows) {
+                        p = reinterpret_cast<const uint4*>(xlow + at)[v];
+                    }
+                    xl[u][4 * v] = p.x;
+                    xl[u][4 * v + 1] = p.y;
+                    xl[u][4 * v + 2] = p.z;
+                    xl[u][4 * v + 3] = p.w;
+                    if (MR > 8) {
+                        uint4 h = {0u, 0u, 0u, 0u};
+                        if (high_rows) {
+                            h = reinterpret_cast<const uint4*>(xhigh + at)[v];
+                        }
+                        xh[u][4 * v] = h.x;
+                        xh[u][4 * v + 1] = h.y;
+                        xh[u][4 * v + 2] = h.z;
+                        xh[u][4 * v + 3] = h.w;
+                    }
+                }
+                s0[u] = static_cast<float>(scales[c0 * groups + g]);
+                s1[u] = static_cast<float>(scales[c1 * groups + g]);
+                b0[u] = static_cast<float>(biases[c0 * groups + g]);
+                b1[u] = static_cast<float>(biases[c1 * groups + g]);
+            }
+        }
+        #pragma unroll
+        for (int u = 0; u < U; ++u) {
+            if (g0 + u * KS < groups) {
+                float dq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                float dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                #pragma unroll
+                for (int i = 0; i < STEPS; ++i) {
+                    // codes 4i..4i+3 of this lane's quarter: 16 bits at 4 bits, a word at 8
+                    const uint32_t piece = BITS == 4 ? (w[u][i / 2] >> (16 * (i % 2))) & 0xFFFFu : w[u][i];
+                    uint32_t even, odd;
+                    specchat_codes<BF, BITS>(piece, even, odd);
+                    // the input's x0..x3 there as (x0, x2) and (x1, x3), as the codes are paired
+                    const uint32_t a0 = __byte_perm(xl[u][2 * i], xl[u][2 * i + 1], 0x5410);
+                    const uint32_t a2 = __byte_perm(xl[u][2 * i], xl[u][2 * i + 1], 0x7632);
+                    uint32_t a1 = 0u, a3 = 0u;
+                    if (MR > 8) {
+                        a1 = __byte_perm(xh[u][2 * i], xh[u][2 * i + 1], 0x5410);
+                        a3 = __byte_perm(xh[u][2 * i], xh[u][2 * i + 1], 0x7632);
+                    }
+                    specchat_mma<BF>(dq, a0, a1, a2, a3, even, odd);
+                    specchat_mma<BF>(dx, a0, a1, a2, a3, ONES, ONES);
+                }
+                acc[0] = __fmaf_rn(b0[u], dx[0], __fmaf_rn(s0[u], dq[0], acc[0]));
+                acc[1] = __fmaf_rn(b1[u], dx[1], __fmaf_rn(s1[u], dq[1], acc[1]));
+                acc[2] = __fmaf_rn(b0[u], dx[2], __fmaf_rn(s0[u], dq[2], acc[2]));
+                acc[3] = __fmaf_rn(b1[u], dx[3], __fmaf_rn(s1[u], dq[3], acc[3]));
+            }
+        }
+    }
+    __shared__ float partial[KS > 1 ? WARPS : 1][LANES][4];
+    if (KS > 1) {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            partial[threadIdx.y][lane][j] = acc[j];
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            float v = partial[threadIdx.y - part][lane][j];
+            for (int p = 1; p < KS; ++p) {
+                v += partial[threadIdx.y - part + p][lane][j];
+            }
+            acc[j] = v;
+        }
+    }
+    if (part == 0 && active) {
+        #pragma unroll
+        for (int j = 0; j < 4; ++j) {
+            const int m = gid + (j >= 2 ? 8 : 0);
+            const int n = n0 + 2 * tig + (j & 1);
+            if (m < M && n < N) {
+                y[(size_t)m * N + n] = static_cast<T>(acc[j]);
+            }
+        }
+    }
+"""
+
+
+@lru_cache(maxsize=1)
+def _kernel():
+    import mlx.core as mx
+
+    return mx.fast.cuda_kernel(name="specchat_quantized_mma", input_names=["x", "wq", "scales", "biases"],
+                               output_names=["y"], source=SOURCE, header=HEADER)
+
+
+def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affine") -> bool:
+    """Whether ``product`` serves this quantized product: CUDA, affine mode, bfloat16 or float16 activations
+    (the tensor cores' inputs), 4 or 8 bits, the group sizes above, up to ``MAX_ROWS`` rows."""
+    import mlx.core as mx
+
+    from .recurrence import use_cuda_kernel
+
+    k = x.shape[-1]
+    return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16) and bits in BITS
+            and group_size in GROUP_SIZES and biases is not None and k % group_size == 0 and wq.ndim == 2
+            and wq.shape[1] * 32 == k * bits and scales.shape == (wq.shape[0], k // group_size)
+            and biases.shape == scales.shape and 1 <= x.size // k <= MAX_ROWS and use_cuda_kernel())
+
+
+def row_bucket(rows: int) -> int:
+    """The rows a kernel is compiled for: eight (one half of the instruction's rows) or sixteen."""
+    return 8 if rows <= 8 else MAX_ROWS
+
+
+def k_split(n: int, k: int) -> int:
+    """How many warps share a set of weight rows: the fewest that put ``WARPS_IN_FLIGHT`` to work, as long as
+    each still takes two rounds. It depends on the weight's shape only, so every row is computed the same
+    way whatever the number of rows."""
+    warps, rounds = -(-n // WEIGHT_ROWS), k // CODES_PER_ROUND
+    split = 1
+    while split < MAX_K_SPLIT and warps * split < WARPS_IN_FLIGHT and rounds // (split * 2) >= 2:
+        split *= 2
+    return split
+
+
+def product(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None):
+    """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape)."""
+    import mlx.core as mx
+
+    rows, k = x.size // x.shape[-1], x.shape[-1]
+    n = wq.shape[0]
+    split = split or k_split(n, k)
+    out = _kernel()(
+        inputs=[x.reshape(rows, k), wq, scales, biases],
+        template=[("T", x.dtype), ("S", scales.dtype), ("BF", int(x.dtype == mx.bfloat16)), ("MR", row_bucket(rows)),
+                  ("BITS", bits), ("GS", group_size), ("KS", split), ("WARPS", WARPS), ("LANES", LANES),
+                  ("CPR", CODES_PER_ROUND)],
+        grid=(LANES, -(-n // WEIGHT_ROWS) * split, 1),
+        threadgroup=(LANES, WARPS, 1),
+        output_shapes=[(rows, n)],
+        output_dtypes=[x.dtype],
+    )[0]
+    return out.reshape(*x.shape[:-1], n)
+
+
+def emulate(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None):
+    """``product`` computed with MLX ops in the kernel's order, on any device: per group ``sum(x * q)`` and
+    ``sum(x)`` in float32, then each part's groups (every ``split``-th) added in order as ``scale * sum(x * q)``
+    and ``bias * sum(x)``, then the parts' totals in order."""
+    import mlx.core as mx
+
+    from .quantized_skinny import unpack
+
+    k, n = x.shape[-1], wq.shape[0]
+    split = split or k_split(n, k)
+    f32 = mx.float32
+    groups = k // group_size
+    flat = x.reshape(-1, k).astype(f32).reshape(-1, groups, group_size).transpose(1, 0, 2)  # (G, rows, gs)
+    codes = unpack(wq, bits).astype(f32).reshape(n, groups, group_size).transpose(1, 2, 0)  # (G, gs, N)
+    sums, x_sums = flat @ codes, flat.sum(axis=-1)  # (G, rows, N), (G, rows)
+    s, b = scales.astype(f32).T, biases.astype(f32).T  # (G, N)
+    total = None
+    for part in range(split):
+        acc = mx.zeros((flat.shape[1], n), dtype=f32)
+        for g in range(part, groups, split):
+            acc = acc + s[g] * sums[g]
+            acc = acc + b[g] * x_sums[g][:, None]
+        total = acc if total is None else total + acc
+    return total.astype(x.dtype).reshape(*x.shape[:-1], n)

@@ -1,0 +1,108 @@
+"""The few-row quantized product on tensor cores (engines/mlx/quantized_mma.py): its order, emulated with MLX ops,
+against MLX's own quantized product on any device; on CUDA the kernel itself against MLX's product and its
+emulation, and each row of a k-row product bit for bit the one-row product of that row."""
+
+import pytest
+
+from engines.mlx.quantized_mma import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
+                                       row_bucket)
+from engines.mlx.recurrence import use_cuda_kernel
+from tests.support.quantized import cuda, mlx_product, product_magnitude, quantized_weights
+
+
+@pytest.mark.parametrize("bits", BITS)
+@pytest.mark.parametrize("group_size", GROUP_SIZES)
+@pytest.mark.parametrize("split", [1, 2, MAX_K_SPLIT])
+def test_emulation_is_mlxs_quantized_product_within_float32_rounding(bits, group_size, split):
+    import mlx.core as mx
+
+    wq, scales, biases = quantized_weights(40, 1536, group_size, bits)
+    for rows in (1, 3, MAX_ROWS):
+        x = mx.random.normal((rows, 1536), key=mx.random.key(rows))
+        ours = emulate(x, wq, scales, biases, group_size, bits, split)
+        theirs = mlx_product(x, wq, scales, biases, group_size, bits)
+        assert ours.shape == theirs.shape == (rows, 40)
+        error = mx.abs(ours - theirs) / product_magnitude(x, wq, scales, biases, group_size, bits)
+        assert error.max().item() < 1e-5, (rows, error.max().item())
+
+
+def test_emulation_keeps_leading_dimensions_and_the_activation_dtype():
+    import mlx.core as mx
+
+    wq, scales, biases = quantized_weights(16, 256, 64, 8, dtype="bfloat16")
+    x = mx.random.normal((1, 3, 256)).astype(mx.bfloat16)
+    ours = emulate(x, wq, scales, biases, 64, 8)
+    assert ours.shape == (1, 3, 16) and ours.dtype == mx.bfloat16
+    theirs = mlx_product(x, wq, scales, biases, 64, 8)
+    magnitude = product_magnitude(x, wq, scales, biases, 64, 8).reshape(1, 3, 16)
+    assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-6 * magnitude).all().item()  # its rounding
+
+
+def test_warps_share_k_by_the_weights_shape_alone():
+    # the 4.1B rig's down projection and attention output: 512 warps of eight rows, four take 2,048
+    assert k_split(4096, 12288) == k_split(4096, 4096) == MAX_K_SPLIT
+    # gate and up: 1,536 warps, two take 3,072
+    assert k_split(12288, 4096) == 2
+    # small layers: every part keeps two rounds of 256 codes or more
+    assert k_split(301, 1536) == 2 and k_split(301, 512) == k_split(96, 512) == 1
+
+
+def test_one_kernel_serves_up_to_eight_rows_and_one_up_to_sixteen():
+    assert [row_bucket(rows) for rows in (1, 2, 4, 8, 9, 16)] == [8, 8, 8, 8, 16, 16]
+
+
+@pytest.mark.skipif(use_cuda_kernel(), reason="on CUDA the kernel applies")
+def test_the_kernel_applies_only_on_cuda():
+    import mlx.core as mx
+
+    wq, scales, biases = quantized_weights(16, 256, 64, 4, dtype="bfloat16")
+    assert not applies(mx.zeros((2, 256), dtype=mx.bfloat16), wq, scales, biases, 64, 4)
+
+
+def test_float32_activations_and_other_bit_widths_are_not_for_tensor_cores():
+    import mlx.core as mx
+
+    for bits, dtype in ((4, mx.float32), (3, mx.bfloat16), (6, mx.float16)):
+        wq, scales, biases = quantized_weights(16, 256, 64, bits, dtype="bfloat16")
+        assert not applies(mx.zeros((2, 256), dtype=dtype), wq, scales, biases, 64, bits)
+
+
+KERNELS = [(bits, dtype, group_size, None) for bits in BITS for dtype in ("bfloat16", "float16")
+           for group_size in GROUP_SIZES] + [(bits, "bfloat16", 64, split) for bits in BITS for split in (2, 4)]
+
+
+@cuda
+@pytest.mark.parametrize(("bits", "dtype", "group_size", "split"), KERNELS)
+def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
+    import mlx.core as mx
+
+    # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
+    wq, scales, biases = quantized_weights(301, 1536, group_size, bits, dtype=dtype)
+    for rows in range(1, MAX_ROWS + 1):
+        x = mx.random.normal((rows, 1536), key=mx.random.key(rows)).astype(getattr(mx, dtype))
+        assert applies(x, wq, scales, biases, group_size, bits)
+        ours = product(x, wq, scales, biases, group_size, bits, split).astype(mx.float32)
+        assert ours.shape == (rows, 301)
+        magnitude = product_magnitude(x, wq, scales, biases, group_size, bits)
+        theirs = mlx_product(x, wq, scales, biases, group_size, bits)
+        # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
+        assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
+        # the emulation's order, the tensor cores' order of sixteen products aside
+        emulated = emulate(x, wq, scales, biases, group_size, bits, split).astype(mx.float32)
+        assert (mx.abs(ours - emulated) <= 2**-7 * mx.abs(emulated) + 1e-6 * magnitude).all().item(), rows
+
+
+@cuda
+@pytest.mark.parametrize(("bits", "dtype", "split"),
+                         [(bits, dtype, None) for bits in BITS for dtype in ("bfloat16", "float16")]
+                         + [(4, "bfloat16", MAX_K_SPLIT)])
+def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
+    import mlx.core as mx
+
+    wq, scales, biases = quantized_weights(1000, 2048, 64, bits, dtype=dtype)
+    x = mx.random.normal((MAX_ROWS, 2048)).astype(getattr(mx, dtype))
+    singles = [product(x[r : r + 1], wq, scales, biases, 64, bits, split) for r in range(MAX_ROWS)]
+    for rows in range(2, MAX_ROWS + 1):
+        out = product(x[:rows], wq, scales, biases, 64, bits, split)
+        for r in range(rows):
+            assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
