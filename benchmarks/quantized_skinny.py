@@ -1,17 +1,18 @@
 """The few-row quantized product kernel against MLX's own quantized product, on a CUDA GPU.
 
     python -m benchmarks.quantized_skinny [--bits 4,8] [--group-size 64] [--rows 1,2,4,8,16]
-                                          [--rows-per-warp 0] [--splits 0] [--mma] [--reps 30]
+                                          [--rows-per-warp 0] [--splits 0] [--mma]
+                                          [--mma-rounds 256] [--reps 30]
 
 For weights of the 4.1B rig's shapes: milliseconds per product (20 products queued, then waited on) with
 ``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp`` and each ``--splits``, the warps
 sharing a set of weight rows; 0 is the kernel's own choice, for the number of rows and for the shape) and, with
-``--mma``, the tensor-core kernel (quantized_mma.py) at its own split, for each number of rows, all measured
-interleaved, median (min-max) over ``--reps``; then each one's k-row ÷ 1-row ratio (median of the
-per-repetition ratios, min-max), against the bar of 1.3 for four rows; and the largest difference from MLX's
-result relative to |x| @ |w|. With several ``--rows-per-warp``, the fastest of them at
-each number of rows over the fastest at one row: the rows per warp do not change a row's arithmetic, so each
-row bucket may take its own.
+``--mma``, the tensor-core kernel (quantized_mma.py) at each ``--splits`` and each ``--mma-rounds`` (the codes
+of a weight row a warp loads at once), for each number of rows, all measured interleaved, median (min-max) over
+``--reps``; then each one's k-row ÷ 1-row ratio (median of the per-repetition ratios, min-max), against the bar
+of 1.3 for four rows; and the largest difference from MLX's result relative to |x| @ |w|. With several
+``--rows-per-warp``, the fastest of them at each number of rows over the fastest at one row: the rows per warp
+do not change a row's arithmetic, so each row bucket may take its own.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--rows-per-warp", type=_ints, default=[0])
     parser.add_argument("--splits", type=_ints, default=[0])
     parser.add_argument("--mma", action="store_true", help="also the tensor-core kernel (4 and 8 bits)")
+    parser.add_argument("--mma-rounds", type=_ints, help="codes per round (default: the kernel's own)")
     parser.add_argument("--reps", type=int, default=30)
     args = parser.parse_args()
 
@@ -76,9 +78,11 @@ def main() -> None:
                                                                             nw or None, split or None)
                     if not split:
                         own_split[label] = nw or "auto"
-            if args.mma and bits in quantized_mma.BITS:
-                variants[f"mma/{quantized_mma.k_split(n, k)}"] = lambda x: quantized_mma.product(x, wq, scales, biases,
-                                                                                                 g, bits)
+            for split in args.splits if args.mma and bits in quantized_mma.BITS else []:
+                for codes in args.mma_rounds or [quantized_mma.CODES_PER_ROUND]:
+                    label = f"mma/{split or f'auto={quantized_mma.k_split(n, k)}'}/{codes}"
+                    variants[label] = lambda x, split=split, codes=codes: quantized_mma.product(
+                        x, wq, scales, biases, g, bits, split or None, codes)
             inputs = {rows: [mx.random.normal((rows, k)).astype(mx.bfloat16) for _ in range(QUEUED)]
                       for rows in args.rows}
             dequantized = mx.dequantize(wq, scales, biases, group_size=g, bits=bits).astype(mx.float32)

@@ -47,7 +47,7 @@ def main() -> None:
     parser.add_argument("--no-kernel", action="store_true",
                         help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
     parser.add_argument("--mma", action="store_true",
-                        help="CUDA: 4- and 8-bit products on tensor cores (quantized_mma.py) instead of the first kernel")
+                        help="CUDA: 4- and 8-bit products on tensor cores (quantized_mma.py), not the first kernel")
     parser.add_argument("--model-thread", action="store_true",
                         help="run everything on the engine's MLX thread (its own streams), as the app does")
     args = parser.parse_args()

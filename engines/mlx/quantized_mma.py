@@ -33,7 +33,7 @@ LANES = 32
 WARPS = 4  # warps per block
 MAX_K_SPLIT = 4  # the most warps of a block that share a set of weight rows, each taking every KS-th group
 WARPS_IN_FLIGHT = 2048  # with several groups' loads in flight per warp, enough to hide their latency
-CODES_PER_ROUND = 256  # a weight row's codes a warp loads before it multiplies: 256 / group size groups
+CODES_PER_ROUND = 256  # codes of a weight row a warp loads before it multiplies (a power of two, whole groups)
 
 HEADER = """
 // d += a b on tensor cores: a is 16 x 16 (rows x k), b 16 x 8, d 16 x 8 in float32 (mma's fragment layout)
@@ -275,8 +275,13 @@ def k_split(n: int, k: int) -> int:
     return split
 
 
-def product(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None):
-    """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape)."""
+def product(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None,
+            codes_per_round: int = CODES_PER_ROUND):
+    """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
+
+    The split (``k_split`` of the weight's shape unless given) and the codes per round are compiled in, as
+    the bit width, group size, activation dtype and row bucket are; a benchmark may sweep both (the split
+    changes the order of a row's sums, the codes per round only how many groups' loads a warp issues at once)."""
     import mlx.core as mx
 
     rows, k = x.size // x.shape[-1], x.shape[-1]
@@ -286,7 +291,7 @@ def product(x, wq, scales, biases, group_size: int, bits: int, split: int | None
         inputs=[x.reshape(rows, k), wq, scales, biases],
         template=[("T", x.dtype), ("S", scales.dtype), ("BF", int(x.dtype == mx.bfloat16)), ("MR", row_bucket(rows)),
                   ("BITS", bits), ("GS", group_size), ("KS", split), ("WARPS", WARPS), ("LANES", LANES),
-                  ("CPR", CODES_PER_ROUND)],
+                  ("CPR", max(codes_per_round, group_size))],
         grid=(LANES, -(-n // WEIGHT_ROWS) * split, 1),
         threadgroup=(LANES, WARPS, 1),
         output_shapes=[(rows, n)],
