@@ -7,7 +7,8 @@ import pytest
 from engines.mlx.quantized_mma import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
                                        row_bucket)
 from engines.mlx.recurrence import use_cuda_kernel
-from tests.support.quantized import cuda, mlx_product, product_magnitude, quantized_weights
+from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_kernel_is_mlxs_product, cuda,
+                                     mlx_product, product_magnitude, quantized_weights)
 
 
 @pytest.mark.parametrize("bits", BITS)
@@ -74,22 +75,11 @@ KERNELS = [(bits, dtype, group_size, None) for bits in BITS for dtype in ("bfloa
 @cuda
 @pytest.mark.parametrize(("bits", "dtype", "group_size", "split"), KERNELS)
 def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
-    import mlx.core as mx
-
-    # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
-    wq, scales, biases = quantized_weights(301, 1536, group_size, bits, dtype=dtype)
-    for rows in range(1, MAX_ROWS + 1):
-        x = mx.random.normal((rows, 1536), key=mx.random.key(rows)).astype(getattr(mx, dtype))
-        assert applies(x, wq, scales, biases, group_size, bits)
-        ours = product(x, wq, scales, biases, group_size, bits, split).astype(mx.float32)
-        assert ours.shape == (rows, 301)
-        magnitude = product_magnitude(x, wq, scales, biases, group_size, bits)
-        theirs = mlx_product(x, wq, scales, biases, group_size, bits)
-        # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
-        assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
-        # the emulation's order, the tensor cores' order of sixteen products aside
-        emulated = emulate(x, wq, scales, biases, group_size, bits, split).astype(mx.float32)
-        assert (mx.abs(ours - emulated) <= 2**-7 * mx.abs(emulated) + 1e-6 * magnitude).all().item(), rows
+    # K = 1408: rounds of 256 codes that the groups do not fill at the end
+    assert_kernel_is_mlxs_product(lambda x, *weight: product(x, *weight, group_size, bits, split),
+                                  lambda x, *weight: emulate(x, *weight, group_size, bits, split),
+                                  lambda x, *weight: applies(x, *weight, group_size, bits),
+                                  group_size, bits, dtype, MAX_ROWS)
 
 
 @cuda
@@ -97,12 +87,5 @@ def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
                          [(bits, dtype, None) for bits in BITS for dtype in ("bfloat16", "float16")]
                          + [(4, "bfloat16", MAX_K_SPLIT)])
 def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
-    import mlx.core as mx
-
-    wq, scales, biases = quantized_weights(1000, 2048, 64, bits, dtype=dtype)
-    x = mx.random.normal((MAX_ROWS, 2048)).astype(getattr(mx, dtype))
-    singles = [product(x[r : r + 1], wq, scales, biases, 64, bits, split) for r in range(MAX_ROWS)]
-    for rows in range(2, MAX_ROWS + 1):
-        out = product(x[:rows], wq, scales, biases, 64, bits, split)
-        for r in range(rows):
-            assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
+    assert_each_row_is_its_one_row_product(lambda x, *weight: product(x, *weight, 64, bits, split), bits, dtype,
+                                           MAX_ROWS)

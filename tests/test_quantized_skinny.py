@@ -9,7 +9,8 @@ from engines.mlx import linear
 from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
                                           unpack)
 from engines.mlx.recurrence import use_cuda_kernel
-from tests.support.quantized import cuda, mlx_product, product_magnitude, quantized_weights
+from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_kernel_is_mlxs_product, cuda,
+                                     mlx_product, product_magnitude, quantized_weights)
 
 
 @pytest.mark.parametrize("bits", BITS)
@@ -105,37 +106,18 @@ SPLITS = [(bits, "bfloat16", group_size, split) for bits in (3, 4, 8) for group_
                          [(bits, dtype, group_size, None) for bits, dtype in KERNELS for group_size in GROUP_SIZES]
                          + SPLITS)
 def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
-    import mlx.core as mx
-
-    # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
-    wq, scales, biases = quantized_weights(301, 1408, group_size, bits, dtype=dtype)
-    for rows in range(1, MAX_ROWS + 1):
-        x = mx.random.normal((rows, 1408), key=mx.random.key(rows)).astype(getattr(mx, dtype))
-        assert applies(x, wq, scales, biases, group_size, bits)
-        ours = product(x, wq, scales, biases, bits, split=split).astype(mx.float32)
-        assert ours.shape == (rows, 301)
-        magnitude = product_magnitude(x, wq, scales, biases, group_size, bits)
-        theirs = mlx_product(x, wq, scales, biases, group_size, bits)
-        # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
-        assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
-        # the emulation's order, fused multiply-adds aside: at most one unit in the last place apart
-        emulated = emulate(x, wq, scales, biases, group_size, bits, split).astype(mx.float32)
-        assert (mx.abs(ours - emulated) <= 2**-7 * mx.abs(emulated) + 1e-6 * magnitude).all().item(), rows
+    assert_kernel_is_mlxs_product(lambda x, *weight: product(x, *weight, bits, split=split),
+                                  lambda x, *weight: emulate(x, *weight, group_size, bits, split),
+                                  lambda x, *weight: applies(x, *weight, group_size, bits),
+                                  group_size, bits, dtype, MAX_ROWS)
 
 
 @cuda
 @pytest.mark.parametrize(("bits", "dtype", "split"),
                          [(bits, dtype, None) for bits, dtype in KERNELS] + [(4, "bfloat16", MAX_K_SPLIT)])
 def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
-    import mlx.core as mx
-
-    wq, scales, biases = quantized_weights(1000, 2048, 64, bits, dtype=dtype)
-    x = mx.random.normal((MAX_ROWS, 2048)).astype(getattr(mx, dtype))
-    singles = [product(x[r : r + 1], wq, scales, biases, bits, split=split) for r in range(MAX_ROWS)]
-    for rows in range(2, MAX_ROWS + 1):
-        out = product(x[:rows], wq, scales, biases, bits, split=split)
-        for r in range(rows):
-            assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
+    assert_each_row_is_its_one_row_product(lambda x, *weight: product(x, *weight, bits, split=split), bits, dtype,
+                                           MAX_ROWS)
 
 
 @cuda

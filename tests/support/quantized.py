@@ -31,3 +31,38 @@ def product_magnitude(x, wq, scales, biases, group_size, bits):
 
     w = mx.dequantize(wq, scales, biases, group_size=group_size, bits=bits).astype(mx.float32)
     return mx.abs(x.astype(mx.float32)).reshape(-1, x.shape[-1]) @ mx.abs(w).T
+
+
+def assert_kernel_is_mlxs_product(kernel, emulation, fits, group_size, bits, dtype, max_rows):
+    """For 1 to ``max_rows`` rows, ``kernel(x, wq, scales, biases)`` is MLX's product within the output's rounding
+    and ``emulation(x, wq, scales, biases)`` (its order in MLX ops) within a unit in the last place."""
+    import mlx.core as mx
+
+    # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
+    wq, scales, biases = quantized_weights(301, 1408, group_size, bits, dtype=dtype)
+    for rows in range(1, max_rows + 1):
+        x = mx.random.normal((rows, 1408), key=mx.random.key(rows)).astype(getattr(mx, dtype))
+        assert fits(x, wq, scales, biases)
+        ours = kernel(x, wq, scales, biases).astype(mx.float32)
+        assert ours.shape == (rows, 301)
+        magnitude = product_magnitude(x, wq, scales, biases, group_size, bits)
+        theirs = mlx_product(x, wq, scales, biases, group_size, bits)
+        # within the output's rounding to the activation dtype (half a unit in the last place: up to 2**-8)
+        assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-5 * magnitude).all().item(), rows
+        # the emulation's order, fused multiply-adds aside: at most one unit in the last place apart
+        emulated = emulation(x, wq, scales, biases).astype(mx.float32)
+        assert (mx.abs(ours - emulated) <= 2**-7 * mx.abs(emulated) + 1e-6 * magnitude).all().item(), rows
+
+
+def assert_each_row_is_its_one_row_product(kernel, bits, dtype, max_rows):
+    """Every row of a 2- to ``max_rows``-row ``kernel(x, wq, scales, biases)`` is bit for bit that row's one-row
+    product (group size 64)."""
+    import mlx.core as mx
+
+    wq, scales, biases = quantized_weights(1000, 2048, 64, bits, dtype=dtype)
+    x = mx.random.normal((max_rows, 2048)).astype(getattr(mx, dtype))
+    singles = [kernel(x[r : r + 1], wq, scales, biases) for r in range(max_rows)]
+    for rows in range(2, max_rows + 1):
+        out = kernel(x[:rows], wq, scales, biases)
+        for r in range(rows):
+            assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
