@@ -605,14 +605,19 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
         return Exchange(question, f"{low} has more than {MAX_WORD_LETTERS} letters.", TOO_LONG_WORD)
     n = low.count(letter)
     kept = " ".join([letter] * n) if n else "none"
-    reasoning = f"Spell {low}: {' '.join(low)}.\nKeep the {letter}'s: {kept}.\nThat is {n}."
+    # The reasoning ends with the answer itself, the word in lower case: after it the answer is a copy of the
+    # line just above, where a copy of the word from the question, past the spelling, came out as another word
+    # ("anchor" answered as "ange" after spelling it right).
+    reasoning = f"Spell {low}: {' '.join(low)}.\nKeep the {letter}'s: {kept}.\n{_letters_sentence(low, letter, n)}"
+    return Exchange(question, reasoning, _letters_sentence(word, letter, n), THINK_FIRST)
+
+
+def _letters_sentence(word: str, letter: str, n: int) -> str:
     if n == 0:
-        answer = f"There are no {letter}'s in {word}."
-    elif n == 1:
-        answer = f"There is 1 {letter} in {word}."
-    else:
-        answer = f"There are {n} {letter}'s in {word}."
-    return Exchange(question, reasoning, answer, THINK_FIRST)
+        return f"There are no {letter}'s in {word}."
+    if n == 1:
+        return f"There is 1 {letter} in {word}."
+    return f"There are {n} {letter}'s in {word}."
 
 
 TOKENIZER_FILE = Path(__file__).resolve().parent / "specchat-demo" / "tokenizer.json"
@@ -904,9 +909,13 @@ def length_exchange(word: str, question: str) -> Exchange:
     if len(word) > MAX_WORD_LETTERS:
         return Exchange(question, f"{low} has more than {MAX_WORD_LETTERS} letters.", TOO_LONG_WORD)
     numbered = ", ".join(f"{c} {i}" for i, c in enumerate(low, 1))
-    reasoning = f"Spell {low} and number the letters: {numbered}.\nThat is {len(word)}."
-    answer = f"{word} has {len(word)} letter{'s' if len(word) > 1 else ''}."
-    return Exchange(question, reasoning, answer, THINK_FIRST)
+    # ending with the answer, as letters_exchange does
+    reasoning = f"Spell {low} and number the letters: {numbered}.\n{_length_sentence(low)}"
+    return Exchange(question, reasoning, _length_sentence(word), THINK_FIRST)
+
+
+def _length_sentence(word: str) -> str:
+    return f"{word} has {len(word)} letter{'s' if len(word) > 1 else ''}."
 
 
 def length_question(rng: random.Random, word: str) -> str:
