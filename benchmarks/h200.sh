@@ -50,7 +50,7 @@ kernel() {  # the tests take about 450 s on an H200 (each parameter set compiles
 mma() {
     timeout 300 "$PY" -m pytest -q -p no:cacheprovider --noconftest --durations 5 tests/test_quantized_mma.py 2>&1
     timeout 300 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,4,16 --splits 0,1,4 --mma \
-        --mma-rounds 256,512 --reps 20 2>&1
+        --mma-rounds 256,512,1024 --reps 20 2>&1
 }
 
 rigs() {

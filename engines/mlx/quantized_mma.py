@@ -126,9 +126,8 @@ SOURCE = """
     const T* xhigh = x + (size_t)(gid + 8) * K;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int g0 = active ? part : groups; g0 < groups; g0 += KS * U) {
+        // the weights of U groups first, all loads in flight at once; the input (a few rows, in cache) per group
         uint32_t w[U][CW];
-        uint32_t xl[U][XW];
-        uint32_t xh[U][MR > 8 ? XW : 1];
         float s0[U], s1[U], b0[U], b1[U];
         #pragma unroll
         for (int u = 0; u < U; ++u) {
@@ -151,28 +150,6 @@ SOURCE = """
                 } else {
                     w[u][0] = wp[0];
                 }
-                const size_t at = (size_t)g * GS + tig * Q;
-                #pragma unroll
-                for (int v = 0; v < XW / 4; ++v) {
-                    uint4 p = {0u, 0u, 0u, 0u};
-                    if (low_rows) {
-                        p = reinterpret_cast<const uint4*>(xlow + at)[v];
-                    }
-                    xl[u][4 * v] = p.x;
-                    xl[u][4 * v + 1] = p.y;
-                    xl[u][4 * v + 2] = p.z;
-                    xl[u][4 * v + 3] = p.w;
-                    if (MR > 8) {
-                        uint4 h = {0u, 0u, 0u, 0u};
-                        if (high_rows) {
-                            h = reinterpret_cast<const uint4*>(xhigh + at)[v];
-                        }
-                        xh[u][4 * v] = h.x;
-                        xh[u][4 * v + 1] = h.y;
-                        xh[u][4 * v + 2] = h.z;
-                        xh[u][4 * v + 3] = h.w;
-                    }
-                }
                 s0[u] = static_cast<float>(scales[c0 * groups + g]);
                 s1[u] = static_cast<float>(scales[c1 * groups + g]);
                 b0[u] = static_cast<float>(biases[c0 * groups + g]);
@@ -181,7 +158,32 @@ SOURCE = """
         }
         #pragma unroll
         for (int u = 0; u < U; ++u) {
-            if (g0 + u * KS < groups) {
+            const int g = g0 + u * KS;
+            if (g < groups) {
+                const size_t at = (size_t)g * GS + tig * Q;
+                uint32_t xl[XW];
+                uint32_t xh[MR > 8 ? XW : 1];
+                #pragma unroll
+                for (int v = 0; v < XW / 4; ++v) {
+                    uint4 p = {0u, 0u, 0u, 0u};
+                    if (low_rows) {
+                        p = reinterpret_cast<const uint4*>(xlow + at)[v];
+                    }
+                    xl[4 * v] = p.x;
+                    xl[4 * v + 1] = p.y;
+                    xl[4 * v + 2] = p.z;
+                    xl[4 * v + 3] = p.w;
+                    if (MR > 8) {
+                        uint4 h = {0u, 0u, 0u, 0u};
+                        if (high_rows) {
+                            h = reinterpret_cast<const uint4*>(xhigh + at)[v];
+                        }
+                        xh[4 * v] = h.x;
+                        xh[4 * v + 1] = h.y;
+                        xh[4 * v + 2] = h.z;
+                        xh[4 * v + 3] = h.w;
+                    }
+                }
                 float dq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 #pragma unroll
@@ -191,12 +193,12 @@ SOURCE = """
                     uint32_t even, odd;
                     specchat_codes<BF, BITS>(piece, even, odd);
                     // the input's x0..x3 there as (x0, x2) and (x1, x3), as the codes are paired
-                    const uint32_t a0 = __byte_perm(xl[u][2 * i], xl[u][2 * i + 1], 0x5410);
-                    const uint32_t a2 = __byte_perm(xl[u][2 * i], xl[u][2 * i + 1], 0x7632);
+                    const uint32_t a0 = __byte_perm(xl[2 * i], xl[2 * i + 1], 0x5410);
+                    const uint32_t a2 = __byte_perm(xl[2 * i], xl[2 * i + 1], 0x7632);
                     uint32_t a1 = 0u, a3 = 0u;
                     if (MR > 8) {
-                        a1 = __byte_perm(xh[u][2 * i], xh[u][2 * i + 1], 0x5410);
-                        a3 = __byte_perm(xh[u][2 * i], xh[u][2 * i + 1], 0x7632);
+                        a1 = __byte_perm(xh[2 * i], xh[2 * i + 1], 0x5410);
+                        a3 = __byte_perm(xh[2 * i], xh[2 * i + 1], 0x7632);
                     }
                     specchat_mma<BF>(dq, a0, a1, a2, a3, even, odd);
                     specchat_mma<BF>(dx, a0, a1, a2, a3, ONES, ONES);
