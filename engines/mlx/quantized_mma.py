@@ -32,7 +32,7 @@ WEIGHT_ROWS = 8  # per warp: the instruction's eight columns
 LANES = 32
 WARPS = 4  # warps per block
 MAX_K_SPLIT = 4  # the most warps of a block that share a set of weight rows, each taking every KS-th group
-WARPS_IN_FLIGHT = 2048  # with several groups' loads in flight per warp, enough to hide their latency
+WARPS_IN_FLIGHT = 2048  # half the CUDA-core kernel's, each warp with a round's loads in flight (to be swept)
 CODES_PER_ROUND = 256  # codes of a weight row a warp loads before it multiplies (a power of two, whole groups)
 
 HEADER = """
