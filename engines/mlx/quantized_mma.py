@@ -1,8 +1,8 @@
 """A product of a few rows with a 4- or 8-bit affine-quantized weight on tensor cores, for CUDA.
 
 The kernel of quantized_skinny.py multiplies on the CUDA cores: every weight costs one fused multiply-add per
-input row, so four rows cost 1.3-1.55 one-row products at the 4.1B rig's shapes on an H200 (benchmarks/
-RESULTS.md), above the bar of 1.3. Here a warp multiplies with ``mma.sync.m16n8k16`` (bfloat16 or float16 in,
+input row, so four rows cost 1.2-1.55 one-row products at the 4.1B rig's shapes on an H200 (benchmarks/
+RESULTS.md), above the bar of 1.3 at half of them. Here a warp multiplies with ``mma.sync.m16n8k16`` (bfloat16 or float16 in,
 float32 out): sixteen input rows and eight weight rows at once, so the rows beyond the first cost nothing but
 their loads, and what remains per weight is turning its code into a number.
 
@@ -19,6 +19,10 @@ One row or sixteen, every row is the same instructions on the same numbers, so a
 exactly what a one-row step gives it (test_quantized_mma.py holds it on CUDA), as quantized_skinny.py does.
 ``emulate`` computes the same sums with MLX ops (per group, then in the kernel's order), which a test holds
 against ``mx.quantized_matmul`` on any device.
+
+Measured on an H200, four rows cost 0.96-1.04 one-row products here, but one row 1.2-1.3 times the CUDA-core
+kernel's one row, so the engine keeps that kernel (``linear.TENSOR_CORES``) until this one's one row catches up
+through the loop (``python -m benchmarks.rounds --mma``).
 """
 
 from __future__ import annotations
