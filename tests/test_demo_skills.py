@@ -124,7 +124,8 @@ def test_room_questions_know_their_answers():
     assert corpus.length_exchange("walrus", "?").answer == "walrus has 6 letters."
     # the reasoning ends with the answer, the word in lower case, so the answer copies the line above it
     assert ex.reasoning.endswith("\nThere are 2 o's in xylophone.")
-    assert corpus.length_exchange("Walrus", "?").reasoning.endswith("w 1, a 2, l 3, r 4, u 5, s 6.\nwalrus has 6 letters.")
+    length = corpus.length_exchange("Walrus", "?")
+    assert length.reasoning.endswith("w 1, a 2, l 3, r 4, u 5, s 6.\nwalrus has 6 letters.")
     chat = chat_questions(random.Random(1), 20)
     assert len({skill for skill, _, _ in chat}) >= 10 and any(th for *_, th in chat) and not all(th for *_, th in chat)
 

@@ -9,8 +9,9 @@ from engines.mlx import linear
 from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
                                           unpack)
 from engines.mlx.recurrence import use_cuda_kernel
-from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_kernel_is_mlxs_product, cuda,
-                                     mlx_product, product_magnitude, quantized_weights)
+from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_emulation_keeps_shape_and_dtype,
+                                     assert_kernel_is_mlxs_product, cuda, mlx_product, product_magnitude,
+                                     quantized_weights)
 
 
 @pytest.mark.parametrize("bits", BITS)
@@ -68,15 +69,7 @@ def test_warps_share_k_where_few_warps_would_run():
 
 
 def test_emulation_keeps_leading_dimensions_and_the_activation_dtype():
-    import mlx.core as mx
-
-    wq, scales, biases = quantized_weights(16, 256, 64, 4, dtype="bfloat16")
-    x = mx.random.normal((1, 3, 256)).astype(mx.bfloat16)
-    ours = emulate(x, wq, scales, biases, 64, 4)
-    assert ours.shape == (1, 3, 16) and ours.dtype == mx.bfloat16
-    theirs = mlx_product(x, wq, scales, biases, 64, 4)
-    magnitude = product_magnitude(x, wq, scales, biases, 64, 4).reshape(1, 3, 16)
-    assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-6 * magnitude).all().item()  # its rounding
+    assert_emulation_keeps_shape_and_dtype(emulate, 4)
 
 
 @pytest.mark.skipif(use_cuda_kernel(), reason="on CUDA quantized layers run specchat's kernel")

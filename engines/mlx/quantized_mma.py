@@ -2,9 +2,9 @@
 
 The kernel of quantized_skinny.py multiplies on the CUDA cores: every weight costs one fused multiply-add per
 input row, so four rows cost 1.2-1.55 one-row products at the 4.1B rig's shapes on an H200 (benchmarks/
-RESULTS.md), above the bar of 1.3 at half of them. Here a warp multiplies with ``mma.sync.m16n8k16`` (bfloat16 or float16 in,
-float32 out): sixteen input rows and eight weight rows at once, so the rows beyond the first cost nothing but
-their loads, and what remains per weight is turning its code into a number.
+RESULTS.md), above the bar of 1.3 at half of them. Here a warp multiplies with ``mma.sync.m16n8k16``
+(bfloat16 or float16 in, float32 out): sixteen input rows and eight weight rows at once, so the rows beyond the
+first cost nothing but their loads, and what remains per weight is turning its code into a number.
 
 Codes go in as they are: 4- and 8-bit codes are exact in bfloat16 and float16, and products of two such
 numbers are exact in float32, so a tensor core sums ``x * q`` over sixteen weights of one group without
@@ -67,6 +67,22 @@ __device__ __forceinline__ uint32_t specchat_unbias(uint32_t v) {
         asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(v), "r"(0x3C003C00u), "r"(0xE400E400u));
     }
     return d;
+}
+
+// A lane's quarter of a group of one input row (XW 32-bit words), or zeros for a row past the input's
+template <int XW, typename T>
+__device__ __forceinline__ void specchat_input(const T* quarter, bool present, uint32_t (&out)[XW]) {
+    #pragma unroll
+    for (int v = 0; v < XW / 4; ++v) {
+        uint4 p = {0u, 0u, 0u, 0u};
+        if (present) {
+            p = reinterpret_cast<const uint4*>(quarter)[v];
+        }
+        out[4 * v] = p.x;
+        out[4 * v + 1] = p.y;
+        out[4 * v + 2] = p.z;
+        out[4 * v + 3] = p.w;
+    }
 }
 
 __device__ __forceinline__ uint32_t specchat_pack_bf16(float high, float low) {
@@ -173,27 +189,10 @@ SOURCE = """
         for (int u = 0; u < U; ++u) {
             if (g0 + u * KS < groups) {
                 uint32_t xl[XW];
-                uint32_t xh[MR > 8 ? XW : 1];
-                #pragma unroll
-                for (int v = 0; v < XW / 4; ++v) {
-                    uint4 p = {0u, 0u, 0u, 0u};
-                    if (low_rows) {
-                        p = reinterpret_cast<const uint4*>(xlp + u * KS * GS)[v];
-                    }
-                    xl[4 * v] = p.x;
-                    xl[4 * v + 1] = p.y;
-                    xl[4 * v + 2] = p.z;
-                    xl[4 * v + 3] = p.w;
-                    if (MR > 8) {
-                        uint4 h = {0u, 0u, 0u, 0u};
-                        if (high_rows) {
-                            h = reinterpret_cast<const uint4*>(xhp + u * KS * GS)[v];
-                        }
-                        xh[4 * v] = h.x;
-                        xh[4 * v + 1] = h.y;
-                        xh[4 * v + 2] = h.z;
-                        xh[4 * v + 3] = h.w;
-                    }
+                uint32_t xh[XW];
+                specchat_input<XW>(xlp + u * KS * GS, low_rows, xl);
+                if (MR > 8) {
+                    specchat_input<XW>(xhp + u * KS * GS, high_rows, xh);
                 }
                 float dq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -260,16 +259,15 @@ def _kernel():
 
 def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affine") -> bool:
     """Whether ``product`` serves this quantized product: CUDA, affine mode, bfloat16 or float16 activations
-    (the tensor cores' inputs), 4 or 8 bits, the group sizes above, up to ``MAX_ROWS`` rows."""
+    (the tensor cores' inputs), 4 or 8 bits, and the packing and shapes quantized_skinny.py serves (its group
+    sizes, up to ``MAX_ROWS`` rows)."""
     import mlx.core as mx
 
+    from .quantized_skinny import shape_fits
     from .recurrence import use_cuda_kernel
 
-    k = x.shape[-1]
     return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16) and bits in BITS
-            and group_size in GROUP_SIZES and biases is not None and k % group_size == 0 and wq.ndim == 2
-            and wq.shape[1] * 32 == k * bits and scales.shape == (wq.shape[0], k // group_size)
-            and biases.shape == scales.shape and 1 <= x.size // k <= MAX_ROWS and use_cuda_kernel())
+            and shape_fits(x, wq, scales, biases, group_size, bits) and use_cuda_kernel())
 
 
 def row_bucket(rows: int) -> int:

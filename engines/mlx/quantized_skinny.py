@@ -175,7 +175,9 @@ def _kernel():
                                output_names=["y"], source=SOURCE)
 
 
-def _shape_fits(x, wq, scales, biases, group_size: int, bits: int) -> bool:
+def shape_fits(x, wq, scales, biases, group_size: int, bits: int) -> bool:
+    """Whether the arrays are an affine-quantized product this module's layout serves: a bit width and group size
+    above, biases, whole groups, the packed weight's and the scales' shapes, and 1 to ``MAX_ROWS`` rows."""
     k = x.shape[-1]
     return (bits in BITS and group_size in GROUP_SIZES and biases is not None and k % group_size == 0
             and wq.ndim == 2 and wq.shape[1] * 32 == k * bits and scales.shape == (wq.shape[0], k // group_size)
@@ -190,7 +192,7 @@ def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affi
     from .recurrence import use_cuda_kernel
 
     return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16, mx.float32)
-            and _shape_fits(x, wq, scales, biases, group_size, bits) and use_cuda_kernel())
+            and shape_fits(x, wq, scales, biases, group_size, bits) and use_cuda_kernel())
 
 
 def row_bucket(rows: int) -> int:

@@ -66,3 +66,17 @@ def assert_each_row_is_its_one_row_product(kernel, bits, dtype, max_rows):
         out = kernel(x[:rows], wq, scales, biases)
         for r in range(rows):
             assert mx.array_equal(out[r : r + 1], singles[r]), (rows, r)
+
+
+def assert_emulation_keeps_shape_and_dtype(emulation, bits):
+    """``emulation(x, wq, scales, biases, 64, bits)`` over a (1, 3, 256) bfloat16 input keeps its leading
+    dimensions and dtype, and is MLX's product within the output's rounding."""
+    import mlx.core as mx
+
+    wq, scales, biases = quantized_weights(16, 256, 64, bits, dtype="bfloat16")
+    x = mx.random.normal((1, 3, 256)).astype(mx.bfloat16)
+    ours = emulation(x, wq, scales, biases, 64, bits)
+    assert ours.shape == (1, 3, 16) and ours.dtype == mx.bfloat16
+    theirs = mlx_product(x, wq, scales, biases, 64, bits)
+    magnitude = product_magnitude(x, wq, scales, biases, 64, bits).reshape(1, 3, 16)
+    assert (mx.abs(ours - theirs) <= 2**-7 * mx.abs(theirs) + 1e-6 * magnitude).all().item()  # its rounding
