@@ -325,7 +325,9 @@ def emulate(x, wq, scales, biases, group_size: int, bits: int, split: int | None
     groups = k // group_size
     flat = x.reshape(-1, k).astype(f32).reshape(-1, groups, group_size).transpose(1, 0, 2)  # (G, rows, gs)
     codes = unpack(wq, bits).astype(f32).reshape(n, groups, group_size).transpose(1, 2, 0)  # (G, gs, N)
-    sums, x_sums = flat @ codes, flat.sum(axis=-1)  # (G, rows, N), (G, rows)
+    # multiplied and summed, not matmul'd: a GPU's float32 matmul may run as TF32 (MLX_ENABLE_TF32, on by default)
+    sums = (flat[:, :, :, None] * codes[:, None, :, :]).sum(axis=2)  # (G, rows, N)
+    x_sums = flat.sum(axis=-1)  # (G, rows)
     s, b = scales.astype(f32).T, biases.astype(f32).T  # (G, N)
     total = None
     for part in range(split):
