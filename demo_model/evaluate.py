@@ -29,6 +29,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from webapp.blas import blas_in_use, ensure_fast_blas
+from webapp.precision import keep_float32_exact
 
 from . import corpus
 
@@ -582,6 +583,7 @@ def main() -> None:
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
+    keep_float32_exact()
     ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.evaluate")
     blocks = [int(b) for b in args.blocks.split(",")]
     import mlx.core as mx

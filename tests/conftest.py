@@ -10,6 +10,13 @@ from tests.support.browser import CHROMIUM_ARGS, DESKTOP, Tab, chromium_env, chr
 from tests.support.harness import ServerProcess
 from tests.support.hub_cache import HF_BASE
 from tests.support.servers import LiveServer
+from webapp.precision import keep_float32_exact
+
+
+def pytest_configure(config):
+    """float32 products as the app runs them (webapp/precision.py), before any test imports MLX: on a GPU or an
+    M5 the identity tests would otherwise verify in TF32."""
+    keep_float32_exact()
 
 
 def pytest_collection_modifyitems(items):

@@ -165,12 +165,15 @@ def main(argv: list[str] | None = None) -> int:
     # The arguments are valid: settle the BLAS before MLX does real work (also for a later live
     # switch to the MLX engine).
     from .blas import blas_in_use, ensure_fast_blas
+    from .precision import float32_products, keep_float32_exact
 
+    keep_float32_exact()
     ensure_fast_blas(args.blas, argv)
     if args.engine == "mlx":
         import mlx.core  # noqa: F401  (maps the BLAS library, so the log below can name it)
 
         log.info("BLAS: %s", blas_in_use())
+        log.info("float32 products: %s", float32_products())
 
     from . import create_app
     from .conversations.store import StoreError

@@ -180,7 +180,9 @@ def main(argv: list[str]) -> int:
         print(f"specchat bench: {exc}", file=sys.stderr)
         return 2
     from ..blas import ensure_fast_blas
+    from ..precision import keep_float32_exact
 
+    keep_float32_exact()
     ensure_fast_blas(args.blas, ["bench", *argv])
     return run(args, options)
 
