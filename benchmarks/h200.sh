@@ -9,6 +9,7 @@
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
 #   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: the kernel, on tensor cores, MLX's
+#   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
 # mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
@@ -88,6 +89,21 @@ direct() {
             timeout 300 "$PY" -m benchmarks.rounds "$STORE/rigs/$name" --blocks 2,4 --runs 3 --tokens 256 $kernel \
                 2>&1 | grep -v '^\['
         done
+    done
+}
+
+precision() {
+    for value in 1 0; do
+        MLX_ENABLE_TF32=$value "$PY" -c '
+import os
+import mlx.core as mx
+x, w = mx.random.normal((4, 4096), key=mx.random.key(1)), mx.random.normal((4096, 256), key=mx.random.key(2))
+exact = (x[:, :, None] * w[None]).sum(axis=1)
+scale = (mx.abs(x) @ mx.abs(w)).max().item()
+for rows in (1, 4):
+    error = mx.abs(x[:rows] @ w - exact[:rows]).max().item() / scale
+    print("MLX_ENABLE_TF32=" + os.environ["MLX_ENABLE_TF32"], f"{rows} row(s): largest error {error:.1e} of |x| @ |w|")
+'
     done
 }
 
