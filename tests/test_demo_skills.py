@@ -121,11 +121,12 @@ def test_room_questions_know_their_answers():
     # in lower case; the answer names the word as it was asked.
     ex = corpus.letters_exchange("Xylophone", "o", "In the word Xylophone, how many o's are there?")
     assert ex.reasoning.startswith("Spell xylophone: x y l o p h o n e.") and ex.answer == "There are 2 o's in Xylophone."
-    assert corpus.length_exchange("walrus", "?").answer == "walrus has 6 letters."
+    # a word length names the word after a space, as the question does, never first in the sentence
+    assert corpus.length_exchange("walrus", "?").answer == "The word walrus has 6 letters."
     # the reasoning ends with the answer, the word in lower case, so the answer copies the line above it
     assert ex.reasoning.endswith("\nThere are 2 o's in xylophone.")
     length = corpus.length_exchange("Walrus", "?")
-    assert length.reasoning.endswith("w 1, a 2, l 3, r 4, u 5, s 6.\nwalrus has 6 letters.")
+    assert length.reasoning.endswith("w 1, a 2, l 3, r 4, u 5, s 6.\nThe word walrus has 6 letters.")
     chat = chat_questions(random.Random(1), 20)
     assert len({skill for skill, _, _ in chat}) >= 10 and any(th for *_, th in chat) and not all(th for *_, th in chat)
 
@@ -139,6 +140,11 @@ def test_judge_tells_right_from_an_honest_limit_from_a_wrong_answer():
     assert judge("<think>x</think>\n\n" + corpus.THINK_FOR_SUMS, ex, False) == "wrong"  # reasoning with thinking off
     kinds = "I can't convert meters to grams: meters measure length and grams measure mass."
     assert judge(kinds, ex, True) == "honest"
+    # a word length in the wording the shipped weights were trained on is the same answer; another word is not
+    length = corpus.length_exchange("anchor", "What is the letter count of anchor?")
+    assert judge("The word anchor has 6 letters.", length, True) == judge("anchor has 6 letters.", length, True) == "right"
+    assert judge("ange has 6 letters.", length, True) == judge("The word ange has 6 letters.", length, True) == "wrong"
+    assert judge("anchor has 6 letters.", length, False) == "wrong"  # thinking off: the advice to turn it on
 
 
 @pytest.fixture(scope="module")
