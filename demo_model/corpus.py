@@ -692,8 +692,9 @@ def _any_word(rng: random.Random) -> str:
 # word and inside other verbs ("Spell out zebra and count its letters"), with any clause between the letter and the
 # word ("How many r's do you reckon trumpet has?"): the model learns which span is the word from the whole question,
 # not from the word before it. No part holds a wording the evaluation asks in (evaluate.py's HELD_OUT_LETTERS and
-# HELD_OUT_LENGTH): never "would" after "how many" (not even "would you" with another verb; before it, as in "Would
-# you tell me how many r's trumpet has?", it is no clause in the word's place), "the number of", "letter count of",
+# HELD_OUT_LENGTH): never "would you" after "how many" (not even with another verb; "would" with another subject, as
+# in "How many r's would people guess trumpet has?", and "Would you tell me how many r's trumpet has?" are two
+# words or more from it), "you say", "the number of", "letter count of",
 # "occur in", "In the word ..., how many", "Count how many times", and "its length" never after "tell me" or "Spell
 # out" (_NEAR_HELD_OUT).
 WORD_FORMS = ["{w}"] * 6 + ["the word {w}", "the word {w}", "\"{w}\"", "'{w}'", "the name {w}", "the string {w}"]
@@ -733,7 +734,7 @@ CLAUSES = THINKING + ["do you expect", "can you tell me", "could you tell me", "
                       "might it be that", "do you find that"]
 # ... or a clause put together from a modal, a subject and a verb ("might we guess", "should I count"), with an
 # adverb in it now and then, so that a clause it never saw is still read as a clause and not taken for the word.
-MODALS = ["do", "did", "can", "could", "will", "might", "should", "shall", "may", "must"]
+MODALS = ["do", "did", "can", "could", "will", "might", "should", "shall", "may", "must", "would"]
 SUBJECTS = ["you", "you", "you", "we", "I", "they", "people", "one", "your friend", "most people", "a reader"]
 CLAUSE_VERBS = ["guess", "estimate", "think", "reckon", "count", "figure", "expect", "believe", "find", "see", "bet",
                 "suppose", "claim", "report", "spot", "work out", "tally", "make it", "put it at", "judge", "gather"]
@@ -810,6 +811,8 @@ LENGTH_WORD_FIRST = ["{W}: how many letters?", "{W}. How long is it?", "{W} - ho
 def _built_clause(rng: random.Random) -> str:
     """A modal, its subject and a verb, an adverb before the verb or after it now and then."""
     modal, subject, verb = rng.choice(MODALS), rng.choice(SUBJECTS), rng.choice(CLAUSE_VERBS)
+    while modal == "would" and subject == "you":  # "would you" is the evaluation's ("would you say")
+        subject = rng.choice(SUBJECTS)
     if modal == "do" and subject in ("one", "your friend", "a reader"):
         modal = "does"
     r = rng.random()
@@ -867,7 +870,7 @@ def _filled(template: str, rng: random.Random, word: str, letter: str = "") -> s
 
 # Wordings next to the evaluation's own ("How many r's would you say trumpet has?", "Spell out zebra and tell me
 # its length."), which differ from them in one word or none.
-_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould\b|\byou say\b|tell me its length|spell out\b.*\bits length",
+_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould you\b|\byou say\b|tell me its length|spell out\b.*\bits length",
                             re.IGNORECASE)
 
 
