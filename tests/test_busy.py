@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from tests.support.wsclient import WsClient
-from webapp.measurement.busy import THRESHOLD, CpuWatch, describe, percent
+from webapp.measurement.busy import THRESHOLD, CpuWatch, describe, percent, summary
 
 BURN_S = 60  # each burner ends itself after this, should the test not get to stop it
 SPIN = f"import time\nend = time.monotonic() + {BURN_S}\nwhile time.monotonic() < end:\n    pass\n"
@@ -52,6 +52,13 @@ def test_burners_on_every_core_make_a_measurement_busy():
     assert describe(busy) == (f"The machine was busy: {percent(busy)}% of the CPU went to other work, "
                               "so these numbers are not representative.")
     assert describe({**busy, "flagged": False}) is None and describe(None) is None
+
+
+def test_the_flag_agrees_with_the_percentage_shown():
+    at = THRESHOLD * 100
+    assert summary(THRESHOLD + 0.00004) == {"percent": at, "flagged": False, "threshold": round(at)}
+    assert summary(THRESHOLD + 0.0006) == {"percent": round(at + 0.1, 1), "flagged": True, "threshold": round(at)}
+    assert summary(0.0)["flagged"] is False and summary(1.0) == {"percent": 100.0, "flagged": True, "threshold": round(at)}
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/stat")

@@ -78,8 +78,14 @@ class CpuWatch:
             share = ((start.load + end.load) / 2 - own / wall) / cores
         else:
             return None
-        share = min(max(share, 0.0), 1.0)
-        return {"percent": round(share * 100, 1), "flagged": share > THRESHOLD, "threshold": round(THRESHOLD * 100)}
+        return summary(min(max(share, 0.0), 1.0))
+
+
+def summary(share: float) -> dict:
+    """``{percent, flagged, threshold}`` for a share of the CPU, flagged by the percentage it reports, so that a share
+    shown as exactly the threshold (0.2504 as 25.0%) is never flagged as over it."""
+    shown = round(share * 100, 1)
+    return {"percent": shown, "flagged": shown > THRESHOLD * 100, "threshold": round(THRESHOLD * 100)}
 
 
 def describe(busy: dict | None) -> str | None:
