@@ -29,9 +29,11 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+# GROUP_SIZES: the group sizes served are quantized_skinny.py's, whose shape check applies takes
+from .quantized_skinny import GROUP_SIZES, fewest_sharing, shape_fits, unpack
+
 MAX_ROWS = 16  # the instruction's sixteen input rows
 BITS = (4, 8)
-GROUP_SIZES = (32, 64, 128)
 WEIGHT_ROWS = 8  # per warp: the instruction's eight columns
 LANES = 32
 WARPS = 4  # warps per block
@@ -263,7 +265,6 @@ def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affi
     sizes, up to ``MAX_ROWS`` rows)."""
     import mlx.core as mx
 
-    from .quantized_skinny import shape_fits
     from .recurrence import use_cuda_kernel
 
     return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16) and bits in BITS
@@ -279,11 +280,7 @@ def k_split(n: int, k: int) -> int:
     """How many warps share a set of weight rows: the fewest that put ``WARPS_IN_FLIGHT`` to work, as long as
     each still takes two rounds. It depends on the weight's shape only, so every row is computed the same
     way whatever the number of rows."""
-    warps, rounds = -(-n // WEIGHT_ROWS), k // CODES_PER_ROUND
-    split = 1
-    while split < MAX_K_SPLIT and warps * split < WARPS_IN_FLIGHT and rounds // (split * 2) >= 2:
-        split *= 2
-    return split
+    return fewest_sharing(-(-n // WEIGHT_ROWS), k // CODES_PER_ROUND, WARPS_IN_FLIGHT, MAX_K_SPLIT)
 
 
 def product(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None,
@@ -316,8 +313,6 @@ def emulate(x, wq, scales, biases, group_size: int, bits: int, split: int | None
     ``sum(x)`` in float32, then each part's groups (every ``split``-th) added in order as ``scale * sum(x * q)``
     and ``bias * sum(x)``, then the parts' totals in order."""
     import mlx.core as mx
-
-    from .quantized_skinny import unpack
 
     k, n = x.shape[-1], wq.shape[0]
     split = split or k_split(n, k)

@@ -217,9 +217,14 @@ def k_split(n: int, k: int, bits: int) -> int:
     layer's down projection) otherwise runs a few warps per multiprocessor, each waiting on its loads in
     turn. It depends on the weight's shape only, so every row is computed the same way whatever the
     number of rows."""
-    warps, steps = -(-n // ROWS_PER_WARP), k // lane_step(bits) // LANES
+    return fewest_sharing(-(-n // ROWS_PER_WARP), k // lane_step(bits) // LANES, WARPS_IN_FLIGHT, MAX_K_SPLIT)
+
+
+def fewest_sharing(warps: int, steps: int, in_flight: int, most: int) -> int:
+    """The fewest warps (a power of two up to ``most``) to share each of ``warps`` sets of weight rows so that
+    ``in_flight`` warps work, as long as each still takes two of the ``steps`` or more."""
     split = 1
-    while split < MAX_K_SPLIT and warps * split < WARPS_IN_FLIGHT and steps // (split * 2) >= 2:
+    while split < most and warps * split < in_flight and steps // (split * 2) >= 2:
         split *= 2
     return split
 
