@@ -7,6 +7,7 @@ import pytest
 import requests
 
 from engines.options import GenerationOptions
+from tests.support.poll import wait_until
 from webapp.errors import ClientError
 
 pytestmark = pytest.mark.browser
@@ -19,6 +20,13 @@ def server_settings(server) -> dict:
 def other_tab(server, **values) -> None:
     """A change made elsewhere: the server broadcasts it to every tab."""
     assert requests.post(f"{server.url}/api/settings", json=values, timeout=5).status_code == 200
+
+
+def server_has(page, server, **values) -> bool:
+    """Whether the server comes to hold ``values``: the bar and the pane show a change at once, before the
+    server has stored it."""
+    return wait_until(lambda: values.items() <= server_settings(server).items(), timeout=10,
+                      sleep=lambda s: page.wait_for_timeout(s * 1000))
 
 
 def wait_quick(page, name: str, text: str) -> None:
@@ -44,6 +52,7 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
                            ".getAttribute('aria-pressed') === 'false'")
     # ?. waits for the pane's form as well, which a busy machine may not have built yet
     page.wait_for_function("() => document.querySelector('#settings [name=speculative]')?.checked === false")
+    server_has(page, fake_server, speculative=False)
     assert server_settings(fake_server)["speculative"] is False
 
     page.focus("#prompt")  # the keys work while typing a message
@@ -53,6 +62,7 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
     page.keyboard.press("Alt+Shift+T")
     wait_quick(page, "budget", "256")
     page.wait_for_function("() => document.querySelector('#settings [name=reasoning_budget]')?.value === '256'")
+    server_has(page, fake_server, speculative=True, draft_block_size=5, reasoning_budget=256)
     values = server_settings(fake_server)
     assert (values["speculative"], values["draft_block_size"], values["reasoning_budget"]) == (True, 5, 256)
     assert page.input_value("#prompt") == ""  # the keys typed nothing
@@ -64,9 +74,11 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
     for _ in range(4):
         page.keyboard.press("Alt+Shift+T")
     wait_quick(page, "budget", "off")
-    assert server_settings(fake_server)["reasoning_budget"] == 0
-    # The server's answers to the four presses arrive after the bar showed "off"; the last one settles it.
+    # The server's answers to the four presses arrive after the bar showed "off"; the last one settles it, and
+    # only then has the server surely stored it.
     page.wait_for_function("() => document.querySelector('#quick-bar [data-quick=budgetDown]').disabled")
+    server_has(page, fake_server, reasoning_budget=0)
+    assert server_settings(fake_server)["reasoning_budget"] == 0
     assert bar.locator("[data-quick=budgetDown]").is_disabled()
     assert bar.locator("[data-quick=budget]").inner_text() == "off"
 
