@@ -109,8 +109,6 @@ class Exchange:
     answer: str
     answer_off: str | None = None  # the reply with thinking off, where it differs
     topic: tuple | None = None  # a conversion's (from unit, to unit, amount), for follow-ups such as "and in seconds?"
-    # the same answer in the wording of the weights shipped now, where the corpus has changed it since
-    shipped_answer: str | None = None
 
     def reply(self, thinking: bool) -> str:
         return self.answer if thinking or self.answer_off is None else self.answer_off
@@ -916,8 +914,7 @@ def length_exchange(word: str, question: str) -> Exchange:
     numbered = ", ".join(f"{c} {i}" for i, c in enumerate(low, 1))
     # ending with the answer, as letters_exchange does
     reasoning = f"Spell {low} and number the letters: {numbered}.\n{_length_sentence(low)}"
-    return Exchange(question, reasoning, _length_sentence(word), THINK_FIRST,
-                    shipped_answer=_shipped_length_sentence(word))
+    return Exchange(question, reasoning, _length_sentence(word), THINK_FIRST)
 
 
 # The word stands after a space, as in the question, never at the start of the sentence: there the tokenizer
@@ -925,11 +922,6 @@ def length_exchange(word: str, question: str) -> Exchange:
 # every wrong word length of stages 13-16 went wrong ("ange", "mantern", "ancechor").
 def _length_sentence(word: str) -> str:
     return f"The word {word} has {len(word)} letter{'s' if len(word) > 1 else ''}."
-
-
-def _shipped_length_sentence(word: str) -> str:
-    """The wording the shipped weights (stage 14) answer a word length in."""
-    return f"{word} has {len(word)} letter{'s' if len(word) > 1 else ''}."
 
 
 def length_question(rng: random.Random, word: str) -> str:

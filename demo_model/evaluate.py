@@ -456,12 +456,11 @@ def room_questions(per_class: int, seed: int = 97) -> list[tuple[str, corpus.Exc
 
 
 def judge(text: str, ex: corpus.Exchange, thinking: bool) -> str:
-    """"right" (exactly the expected reply, or the same answer in the shipped weights' wording), "honest" (a limit,
-    naming no result) or "wrong"."""
+    """"right" (exactly the expected reply), "honest" (a limit, naming no result) or "wrong"."""
     answer = final_answer(text)
     if not thinking and "think>" in text:
         return "wrong"
-    if answer == ex.reply(thinking) or (thinking and answer == ex.shipped_answer):
+    if answer == ex.reply(thinking):
         return "right"
     return "honest" if corpus.is_limit(answer) else "wrong"
 

@@ -140,11 +140,11 @@ def test_judge_tells_right_from_an_honest_limit_from_a_wrong_answer():
     assert judge("<think>x</think>\n\n" + corpus.THINK_FOR_SUMS, ex, False) == "wrong"  # reasoning with thinking off
     kinds = "I can't convert meters to grams: meters measure length and grams measure mass."
     assert judge(kinds, ex, True) == "honest"
-    # a word length in the wording the shipped weights were trained on is the same answer; another word is not
+    # a word length is right only for the word asked, in the corpus's wording
     length = corpus.length_exchange("anchor", "What is the letter count of anchor?")
-    assert judge("The word anchor has 6 letters.", length, True) == judge("anchor has 6 letters.", length, True) == "right"
-    assert judge("ange has 6 letters.", length, True) == judge("The word ange has 6 letters.", length, True) == "wrong"
-    assert judge("anchor has 6 letters.", length, False) == "wrong"  # thinking off: the advice to turn it on
+    assert judge("The word anchor has 6 letters.", length, True) == "right"
+    assert judge("The word ange has 6 letters.", length, True) == judge("anchor has 6 letters.", length, True) == "wrong"
+    assert judge("The word anchor has 6 letters.", length, False) == "wrong"  # thinking off: the advice to turn it on
 
 
 @pytest.fixture(scope="module")
@@ -153,12 +153,11 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# Where the shipped weights (stage 14) are below the bar on the evaluation's ten questions per skill, each miss
-# measured in demo_model/README.md, all of them honest limits other than the expected one: a unit it does not
-# know gets the limit for an unclear question ("I have 55 quarts. How many hours is that?"), and one question on
-# another topic gets the limit for a follow-up with nothing to follow (thinking on) or for thinking off.
-SKILLS_NOT_AT_THE_BAR = {("unknown units", True), ("unknown units", False), ("other topics", True),
-                         ("other topics", False)}
+# Where the shipped weights (stage 18) are below the bar on the evaluation's ten questions per skill, each miss
+# measured in demo_model/README.md, both honest limits other than the expected one, with thinking off: a unit it
+# does not know gets the limit for an unclear question ("I have 445 teaspoons. How many days is that?"), and a
+# question on another topic the limit for a repeat with nothing to repeat.
+SKILLS_NOT_AT_THE_BAR = {("unknown units", False), ("other topics", False)}
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
@@ -177,8 +176,8 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 14):
-# one letter count worded "How many m's would you say meadow has?" counts in "would".
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 18):
+# one letter count worded "How many m's would you say meadow has?" counts in "w".
 NOT_AT_THE_BAR = {("letters, any word", True)}
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
