@@ -692,7 +692,8 @@ def _any_word(rng: random.Random) -> str:
 # not from the word before it. No part holds a wording the evaluation asks in (evaluate.py's HELD_OUT_LETTERS and
 # HELD_OUT_LENGTH): never "would you" after "how many" (not even with another verb; "would" with another subject, as
 # in "How many r's would people guess trumpet has?", and "Would you tell me how many r's trumpet has?" are two
-# words or more from it), "you say", "the number of", "letter count of",
+# words or more from it), "you say", "would ... say" ("say" with another modal and subject, as in "How many r's
+# might they say trumpet has?", is two words from "would you say"), "the number of", "letter count of",
 # "occur in", "In the word ..., how many", "Count how many times", and "its length" never after "tell me" or "Spell
 # out" (_NEAR_HELD_OUT).
 WORD_FORMS = ["{w}"] * 6 + ["the word {w}", "the word {w}", "\"{w}\"", "'{w}'", "the name {w}", "the string {w}"]
@@ -735,7 +736,8 @@ CLAUSES = THINKING + ["do you expect", "can you tell me", "could you tell me", "
 MODALS = ["do", "did", "can", "could", "will", "might", "should", "shall", "may", "must", "would"]
 SUBJECTS = ["you", "you", "you", "we", "I", "they", "people", "one", "your friend", "most people", "a reader"]
 CLAUSE_VERBS = ["guess", "estimate", "think", "reckon", "count", "figure", "expect", "believe", "find", "see", "bet",
-                "suppose", "claim", "report", "spot", "work out", "tally", "make it", "put it at", "judge", "gather"]
+                "suppose", "claim", "report", "spot", "work out", "tally", "make it", "put it at", "judge", "gather",
+                "say"]
 CLAUSE_ADVERBS = ["really", "actually", "honestly", "truly", "probably", "quickly", "roughly", "now", "then",
                   "here", "today", "still", "even", "at first", "by eye", "offhand", "off the top of your head"]
 OWN_VERBS = ["has", "has", "has", "contains", "holds", "includes", "has got", "has in it", "uses", "is spelled with"]
@@ -809,8 +811,12 @@ LENGTH_WORD_FIRST = ["{W}: how many letters?", "{W}. How long is it?", "{W} - ho
 def _built_clause(rng: random.Random) -> str:
     """A modal, its subject and a verb, an adverb before the verb or after it now and then."""
     modal, subject, verb = rng.choice(MODALS), rng.choice(SUBJECTS), rng.choice(CLAUSE_VERBS)
-    while modal == "would" and subject == "you":  # "would you" is the evaluation's ("would you say")
+    # "would you" and "you say" are the evaluation's ("would you say"); "say" never comes after "would" either, so
+    # that a clause with it ("might they say") stays two words from that wording
+    while subject == "you" and (modal == "would" or verb == "say"):
         subject = rng.choice(SUBJECTS)
+    while modal == "would" and verb == "say":
+        modal = rng.choice(MODALS)
     if modal == "do" and subject in ("one", "your friend", "a reader"):
         modal = "does"
     r = rng.random()
@@ -868,8 +874,8 @@ def _filled(template: str, rng: random.Random, word: str, letter: str = "") -> s
 
 # Wordings next to the evaluation's own ("How many r's would you say trumpet has?", "Spell out zebra and tell me
 # its length."), which differ from them in one word or none.
-_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould you\b|\byou say\b|tell me its length|spell out\b.*\bits length",
-                            re.IGNORECASE)
+_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould you\b|\byou say\b|\bwould \w+ say\b|tell me its length|"
+                            r"spell out\b.*\bits length", re.IGNORECASE)
 
 
 def _template(rng: random.Random, *parts) -> str:

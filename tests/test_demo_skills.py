@@ -17,8 +17,8 @@ def _pattern(template: str) -> str:
 
 # Wordings one word from the evaluation's, which the corpus keeps out too: "How many r's would you reckon trumpet
 # has?", "How many r's could you say trumpet has?", "Spell out zebra and give me its length."
-NEAR_HELD_OUT = [r"how many\b.*\bwould you\b", r"how many\b.*\byou say\b", r"tell me its length",
-                 r"spell out\b.*\bits length"]
+NEAR_HELD_OUT = [r"how many\b.*\bwould you\b", r"how many\b.*\byou say\b", r"how many\b.*\bwould\b.*\bsay\b",
+                 r"tell me its length", r"spell out\b.*\bits length"]
 
 
 @pytest.mark.slow
@@ -39,6 +39,7 @@ def test_the_corpus_never_asks_in_a_held_out_wording():
     assert held_out.search("Could I have that in grams?") and unknown.search("How many z's in zebra?")
     assert held_out.search("How many t's would you reckon butter has?")
     assert held_out.search("How many t's could you say butter has?")
+    assert held_out.search("How many t's would they really say butter has?")
     assert held_out.search("Spell out lantern, then give me its length.")
 
 
