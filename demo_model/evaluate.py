@@ -14,6 +14,7 @@ the system's OpenBLAS preloaded when one is installed, as specchat does
 (``--blas bundled`` keeps the wheel's BLAS), and says which BLAS it measured with.
 
     python -m demo_model.evaluate demo_model/specchat-demo
+    python -m demo_model.evaluate demo_model/specchat-demo --ask "How many r's are in strawberry?"
 """
 
 from __future__ import annotations
@@ -581,6 +582,9 @@ def main() -> None:
                              "them), bars (held-out sums, thinking off, drafter identity and acceptance), speed "
                              "(implies bars)")
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
+    parser.add_argument("--ask", action="append", default=[], metavar="QUESTION",
+                        help="instead of measuring, print the whole greedy reply (reasoning too) to QUESTION in a "
+                             "fresh chat, thinking on and off; repeatable")
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     keep_float32_exact()
@@ -592,6 +596,12 @@ def main() -> None:
     runner = Runner(args.checkpoint)
     print(f"checkpoint {args.checkpoint}; mlx {mx.__version__}, mlx-vlm {mlx_vlm.__version__}, "
           f"device {mx.default_device()}, {os.cpu_count()} CPUs; BLAS: {blas_in_use()}; drafter kind {runner.kind}")
+    if args.ask:
+        for question in args.ask:
+            for thinking in (True, False):
+                reply = runner.generate(runner.first_turn_ids(question, thinking), None)
+                print(f"\n--- {question} (thinking {'on' if thinking else 'off'})\n{reply.text}")
+        return
     failures = []
 
     # 0. Every skill, in wordings the corpus never uses, thinking on and off.

@@ -1,6 +1,8 @@
 """The shipped demo checkpoint: loads like a real Qwen 3.5 MLX model, talks, thinks, and drafts."""
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,6 +105,17 @@ def test_corpus_is_deterministic_and_keeps_held_out_questions_out():
     rng = random.Random(0)
     trained = {corpus.add_sub(rng).answer for _ in range(50_000)}
     assert len(held_out) == 200 and not held_out & trained
+
+
+@pytest.mark.slow
+def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():
+    out = subprocess.run([sys.executable, "-m", "demo_model.evaluate", str(CHECKPOINT), "--ask", "What is 12 + 30?"],
+                         cwd=CHECKPOINT.parent.parent, capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr
+    on, off = out.stdout.split("--- What is 12 + 30? (thinking on)\n")[1].split("--- What is 12 + 30? (thinking off)\n")
+    assert "Ones: 2 + 0 + 0 = 2" in on and on.rstrip().endswith("</think>\n\n12 + 30 = 42.")
+    assert off.strip() == corpus.THINK_FOR_SUMS
+    assert "skills on held-out wordings" not in out.stdout  # asking measures nothing
 
 
 def test_export_writes_the_same_checkpoint_from_its_weights_and_checks_keys(tmp_path):
