@@ -15,6 +15,7 @@ PROMPTS = ("What is 347 + 589?", "the cache keeps the prompt so the next turn st
 CONVERSIONS = {  # name: (base dtype, bits, group size, mixed predicate)
     "4-bit g64": ("bfloat16", 4, 64, None),
     "5-bit g32": ("bfloat16", 5, 32, None),
+    "6-bit g64": ("bfloat16", 6, 64, None),
     "8-bit g64": ("bfloat16", 8, 64, None),
     "mixed 3/6": ("bfloat16", 4, 64, "mixed_3_6"),
     "float16 5-bit": ("float16", 5, 64, None),
