@@ -576,6 +576,7 @@ def main() -> None:
     parser.add_argument("--room", type=int, default=20, help="held-out questions per class a room tries first")
     parser.add_argument("--chats", type=int, default=10, help="long chats of mixed held-out questions")
     parser.add_argument("--turns", type=int, default=20, help="questions per long chat")
+    parser.add_argument("--chats-seed", type=int, default=7, help="another seed draws other long chats")
     parser.add_argument("--parts", default="skills,room,chats,bars,speed",
                         help="what to measure, comma-separated: skills (held-out wordings), room (what a room tries "
                              "first: decimals, percentages, follow-ups, ...), chats (long chats as specchat sends "
@@ -636,7 +637,7 @@ def main() -> None:
     # 0c. Long chats: every question in a chat whose earlier replies are the model's own.
     if "chats" in parts:
         t0 = time.time()
-        results = chat_run(runner, args.chats, args.turns)
+        results = chat_run(runner, args.chats, args.turns, args.chats_seed)
         print(f"\nlong chats ({args.chats} chats of up to {args.turns} mixed held-out questions, {len(results)} "
               f"asked, thinking on in about 70%, greedy, {time.time() - t0:.0f}s):")
         fresh = [r for t, _, _, r in results if t < DEEP_TURN]
