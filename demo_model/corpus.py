@@ -740,6 +740,15 @@ CLAUSE_VERBS = ["guess", "estimate", "think", "reckon", "count", "figure", "expe
                 "say"]
 CLAUSE_ADVERBS = ["really", "actually", "honestly", "truly", "probably", "quickly", "roughly", "now", "then",
                   "here", "today", "still", "even", "at first", "by eye", "offhand", "off the top of your head"]
+# ... or words of any kind, one to four of them ("How many r's would Sam honestly guess trumpet has?"): whatever
+# stands between the letter and the word, the word is the one right before its verb, never a word of the clause.
+FILLER_WORDS = ["would", "could", "might", "should", "will", "can", "do", "does", "did", "may", "must", "you", "we",
+                "they", "I", "people", "someone", "everyone", "your", "my", "friend", "teacher", "kids", "Sam", "Ana",
+                "Priya", "Tom", "Lee", "say", "guess", "think", "count", "tell", "find", "bet", "see", "claim",
+                "reckon", "know", "figure", "spot", "state", "report", "spell", "note", "answer", "really",
+                "honestly", "now", "then", "quickly", "maybe", "still", "just", "probably", "again", "the", "a",
+                "this", "that", "here", "so", "if", "all", "in", "of", "to", "me", "us", "them", "word", "letters",
+                "spelling", "today", "first", "by", "eye", "sure", "also", "even", "yes", "ok", "well"]
 OWN_VERBS = ["has", "has", "has", "contains", "holds", "includes", "has got", "has in it", "uses", "is spelled with"]
 SUBJECT_LETTERS = ("are ", "appear ", "show up ", "turn up ", "make up ", "go into ", "end up ", "sit ")
 # ... or an aside set off by commas ("How many r's, by your count, are in trumpet?").
@@ -827,13 +836,23 @@ def _built_clause(rng: random.Random) -> str:
     return f"{modal} {subject} {verb}"
 
 
+def _free_clause(rng: random.Random) -> str:
+    """One to four filler words, a comma after one of them now and then."""
+    words = [rng.choice(FILLER_WORDS) for _ in range(rng.randint(1, 4))]
+    if len(words) > 1 and rng.random() < 0.15:
+        words[rng.randrange(len(words) - 1)] += ","
+    return " ".join(words)
+
+
 def _between(rng: random.Random, relations: list[str]) -> str:
     """What follows "how many <letters>" up to the word and past it, with a clause or an aside in it."""
     r = rng.random()
-    if r < 0.3:
+    if r < 0.18:
         return f" {rng.choice(CLAUSES)} {{W}} {rng.choice(OWN_VERBS)}"
-    if r < 0.5:
+    if r < 0.3:
         return f" {_built_clause(rng)} {{W}} {rng.choice(OWN_VERBS)}"
+    if r < 0.5:
+        return f" {_free_clause(rng)} {{W}} {rng.choice(OWN_VERBS)}"
     if r < 0.75:
         return f" {rng.choice(THINKING)} {rng.choice([x for x in relations if x.startswith(SUBJECT_LETTERS)])}"
     relation, aside = rng.choice(relations), rng.choice(ASIDES)
@@ -874,7 +893,7 @@ def _filled(template: str, rng: random.Random, word: str, letter: str = "") -> s
 
 # Wordings next to the evaluation's own ("How many r's would you say trumpet has?", "Spell out zebra and tell me
 # its length."), which differ from them in one word or none.
-_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould you\b|\byou say\b|\bwould \w+ say\b|tell me its length|"
+_NEAR_HELD_OUT = re.compile(r"how many\b.*\bwould you\b|\byou say\b|how many\b.*\bwould\b.*\bsay\b|tell me its length|"
                             r"spell out\b.*\bits length", re.IGNORECASE)
 
 
