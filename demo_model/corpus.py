@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import itertools
 import json
 import random
 import re
@@ -604,11 +605,15 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     if len(word) > MAX_WORD_LETTERS:
         return Exchange(question, f"{low} has more than {MAX_WORD_LETTERS} letters.", TOO_LONG_WORD)
     n = low.count(letter)
-    kept = " ".join([letter] * n) if n else "none"
+    # Each letter is spelt with the running count after it when it is the one asked for, as a word length
+    # numbers every letter: the count is the last number written, never a tally of a list of repeated letters,
+    # where "Keep the s's: s s s." lost one of the four in "scissors".
+    seen = itertools.count(1)
+    walk = ", ".join(f"{c} {next(seen)}" if c == letter else c for c in low)
     # The reasoning ends with the answer itself, the word in lower case: after it the answer is a copy of the
     # line just above, where a copy of the word from the question, past the spelling, came out as another word
     # ("anchor" answered as "ange" after spelling it right).
-    reasoning = f"Spell {low}: {' '.join(low)}.\nKeep the {letter}'s: {kept}.\n{_letters_sentence(low, letter, n)}"
+    reasoning = f"Spell {low} and number the {letter}'s: {walk}.\n{_letters_sentence(low, letter, n)}"
     return Exchange(question, reasoning, _letters_sentence(word, letter, n), THINK_FIRST)
 
 
