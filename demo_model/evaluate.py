@@ -451,9 +451,10 @@ def _draw(makers: dict, skills: list[str], per_skill: int, seed: int) -> list[tu
     return out
 
 
-def room_questions(per_class: int, seed: int = 97) -> list[tuple[str, corpus.Exchange]]:
-    """``per_class`` questions of every class a room tries first, in held-out wordings."""
-    return _draw(ROOM_MAKERS, ROOM_CLASSES, per_class, seed)
+def room_questions(per_class: int, seed: int = 97,
+                   classes: list[str] | None = None) -> list[tuple[str, corpus.Exchange]]:
+    """``per_class`` questions of every class a room tries first (or of ``classes``), in held-out wordings."""
+    return _draw(ROOM_MAKERS, classes or ROOM_CLASSES, per_class, seed)
 
 
 def judge(text: str, ex: corpus.Exchange, thinking: bool) -> str:
@@ -582,6 +583,9 @@ def main() -> None:
                              "first: decimals, percentages, follow-ups, ...), chats (long chats as specchat sends "
                              "them), bars (held-out sums, thinking off, drafter identity and acceptance), speed "
                              "(implies bars)")
+    parser.add_argument("--room-class", action="append", default=[], choices=ROOM_CLASSES, metavar="CLASS",
+                        help="ask the room part's questions of this class only (repeatable), to screen a checkpoint "
+                             "on many questions of one class: --room 150 --room-class 'letters, any word'")
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     parser.add_argument("--ask", action="append", default=[], metavar="QUESTION",
                         help="instead of measuring, print the whole greedy reply (reasoning too) to QUESTION in a "
@@ -623,10 +627,11 @@ def main() -> None:
     # 0b. What a room tries first, in fresh chats (a follow-up after the one exchange it follows).
     if "room" in parts:
         t0 = time.time()
-        counts = outcomes(runner, room_questions(args.room, args.skills_seed))
+        classes = args.room_class or ROOM_CLASSES
+        counts = outcomes(runner, room_questions(args.room, args.skills_seed, classes))
         print(f"\nwhat a room tries first ({args.room} questions each, greedy, {time.time() - t0:.0f}s; "
               f"bar: right or an honest limit >= {pct(ROOM_BAR)}, and never wrong):")
-        for skill in ROOM_CLASSES:
+        for skill in classes:
             cells = []
             for thinking in (True, False):
                 c = counts[(skill, thinking)]

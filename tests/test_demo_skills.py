@@ -111,6 +111,13 @@ def test_a_follow_up_to_a_new_metric_unit_often_goes_without_thinking():
         (f, s) for f in (10, 100, 1000) for s in (True, False)}
 
 
+def test_a_screen_of_one_room_class_asks_what_the_whole_draw_asks_of_it():
+    letters = "letters, any word"
+    screen = room_questions(3, seed=5, classes=[letters])
+    assert [skill for skill, _ in screen] == [letters] * 3
+    assert [ex.user for _, ex in screen] == [ex.user for skill, ex in room_questions(3, seed=5) if skill == letters]
+
+
 def test_room_questions_know_their_answers():
     asked = dict(room_questions(1, seed=5))
     assert list(asked) == ROOM_CLASSES
