@@ -598,8 +598,8 @@ LETTER_QUESTIONS = [
 
 
 def letters_exchange(word: str, letter: str, question: str) -> Exchange:
-    # The reasoning writes the word in lower case: "Spell" is then always followed by a word's own first token,
-    # never by a bare space, which was the way out to a made-up capitalized word ("Rogurt") when the model did
+    # The reasoning writes the word in lower case: it is then always a word's own first token after "in",
+    # never a bare space, which was the way out to a made-up capitalized word ("Rogurt") when the model did
     # not find the word in an unfamiliar wording.
     low = word.lower()
     if len(word) > MAX_WORD_LETTERS:
@@ -613,7 +613,10 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     # The reasoning ends with the answer itself, the word in lower case: after it the answer is a copy of the
     # line just above, where a copy of the word from the question, past the spelling, came out as another word
     # ("anchor" answered as "ange" after spelling it right).
-    reasoning = f"Spell {low} and number the {letter}'s: {walk}.\n{_letters_sentence(low, letter, n)}"
+    # It starts "Number", where a word length starts "Spell": the model tells the two apart at the first token,
+    # from the question, and not after "Spell <word> and number the", where the word just written drew a
+    # length question ("What is the letter count of qzxdwqxpvwg?") into a count of its first letter.
+    reasoning = f"Number the {letter}'s in {low}: {walk}.\n{_letters_sentence(low, letter, n)}"
     return Exchange(question, reasoning, _letters_sentence(word, letter, n), THINK_FIRST)
 
 
