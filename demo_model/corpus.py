@@ -608,8 +608,7 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     # Each letter is spelt with the running count after it when it is the one asked for, as a word length
     # numbers every letter: the count is the last number written, never a tally of a list of repeated letters,
     # where "Keep the s's: s s s." lost one of the four in "scissors".
-    seen = itertools.count(1)
-    walk = ", ".join(f"{c} {next(seen)}" if c == letter else c for c in low)
+    walk = _numbered(low, letter)
     # The reasoning ends with the answer itself, the word in lower case: after it the answer is a copy of the
     # line just above, where a copy of the word from the question, past the spelling, came out as another word
     # ("anchor" answered as "ange" after spelling it right).
@@ -618,6 +617,12 @@ def letters_exchange(word: str, letter: str, question: str) -> Exchange:
     # length question ("What is the letter count of qzxdwqxpvwg?") into a count of its first letter.
     reasoning = f"Number the {letter}'s in {low}: {walk}.\n{_letters_sentence(low, letter, n)}"
     return Exchange(question, reasoning, _letters_sentence(word, letter, n), THINK_FIRST)
+
+
+def _numbered(word: str, letter: str | None = None) -> str:
+    """The word spelt with the running count after each letter counted: ``letter``, or every one."""
+    seen = itertools.count(1)
+    return ", ".join(f"{c} {next(seen)}" if letter in (None, c) else c for c in word)
 
 
 def _letters_sentence(word: str, letter: str, n: int) -> str:
@@ -944,9 +949,8 @@ def length_exchange(word: str, question: str) -> Exchange:
     low = word.lower()  # as in letters_exchange
     if len(word) > MAX_WORD_LETTERS:
         return Exchange(question, f"The word {low} has more than {MAX_WORD_LETTERS} letters.", TOO_LONG_WORD)
-    numbered = ", ".join(f"{c} {i}" for i, c in enumerate(low, 1))
     # ending with the answer, as letters_exchange does
-    reasoning = f"Spell {low} and number the letters: {numbered}.\n{_length_sentence(low)}"
+    reasoning = f"Spell {low} and number the letters: {_numbered(low)}.\n{_length_sentence(low)}"
     return Exchange(question, reasoning, _length_sentence(word), THINK_FIRST)
 
 
