@@ -648,11 +648,24 @@ def vocabulary_pieces() -> tuple[str, ...]:
     return tuple(sorted(p for p in pieces if p.isascii() and p.isalpha()))
 
 
-def pieces_word(rng: random.Random) -> str:
-    """A made-up word of one to four random alphabetic tokens, of up to MAX_WORD_LETTERS letters."""
+@functools.cache
+def word_start_pieces() -> tuple[str, ...]:
+    """The tokenizer's word-start tokens of two or three letters (" me", " go", " an", " un"), without the space.
+
+    Most held-out words misread in stages 22 to 26 begin with one that also stands alone elsewhere (meadow is " me"
+    + "ad" + "ow"; the reasoning spelled "adow"), where one drawn word in 500 began with " me", " go" or " un".
+    """
+    vocab = json.loads(TOKENIZER_FILE.read_text())["model"]["vocab"]
+    starts = {token[1:] for token in vocab if token.startswith("Ġ") and 3 <= len(token) <= 4}
+    return tuple(sorted(s for s in starts if s.isascii() and s.isalpha() and s.islower()))
+
+
+def pieces_word(rng: random.Random, first: str | None = None) -> str:
+    """A made-up word of one to four random alphabetic tokens, of up to MAX_WORD_LETTERS letters; with ``first``,
+    that and one to three more."""
     pieces = vocabulary_pieces()
-    word = rng.choice(pieces)
-    for _ in range(rng.choice([0, 0, 1, 1, 2, 3])):
+    word = first or rng.choice(pieces)
+    for _ in range(rng.choice([1, 1, 2, 3] if first else [0, 0, 1, 1, 2, 3])):
         more = rng.choice(pieces)
         if len(word) + len(more) > MAX_WORD_LETTERS:
             break
@@ -690,6 +703,8 @@ def _any_word(rng: random.Random) -> str:
                            word[:i] + word[i + 1:] or word])
     elif r < 0.47:
         word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 5)))
+    elif r < 0.59:
+        word = pieces_word(rng, rng.choice(word_start_pieces()))
     elif r < 0.79:
         word = pieces_word(rng)
     elif r < 0.97:
