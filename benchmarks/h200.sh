@@ -8,6 +8,7 @@
 #   benchmarks/h200.sh mma            the tensor-core kernel's CUDA tests, then the benchmark with it beside the first
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
+#                                     (MMA=1: the quantized products on tensor cores)
 #   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: the kernel, on tensor cores, MLX's
 #   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
 #
@@ -71,13 +72,18 @@ drafter() {  # the drafter flag of a rig: the bf16 rig carries its head, a conve
     [ "$1" = bf16 ] || echo "--drafter $STORE/rigs/$1-mtp"
 }
 
+# MMA=1 engine ...: the same with the quantized products on tensor cores (engines/mlx/linear.py's TENSOR_CORES)
+ON_TENSOR_CORES="import runpy, engines.mlx.linear as linear; linear.TENSOR_CORES = True
+runpy.run_module('webapp', run_name='__main__')"
+
 engine() {  # progress lines go to $STORE/NAME.log with the seconds since the start, the table to the output
-    local start
+    local start bench=(-m webapp)
+    [ "${MMA:-0}" = 1 ] && bench=(-c "$ON_TENSOR_CORES")
     for name in "$@"; do
         start=$(date +%s)
         # shellcheck disable=SC2046
-        timeout 400 "$PY" -m webapp bench --model "$STORE/rigs/$name" $(drafter "$name") --blocks 1,2,4 \
-            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat 2>&1 | tr '\r' '\n' \
+        timeout 400 "$PY" "${bench[@]}" bench --model "$STORE/rigs/$name" $(drafter "$name") --blocks 1,2,4 \
+            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat 2>&1 | stdbuf -oL tr '\r' '\n' \
             | while IFS= read -r line; do echo "$(( $(date +%s) - start ))s $line"; done \
             | tee "$STORE/$name.log" | grep -v '^[0-9]*s \['
     done
