@@ -2,9 +2,12 @@
 
     python -m benchmarks.quantized_skinny [--bits 4,8] [--group-size 64] [--rows 1,2,4,8,16]
                                           [--rows-per-warp 0] [--splits 0] [--mma]
-                                          [--mma-rounds 256] [--reps 30]
+                                          [--mma-rounds 256] [--reps 30] [--shapes bar|rig]
 
-For weights of the 4.1B rig's shapes: milliseconds per product (20 products queued, then waited on) with
+For three weight shapes (``--shapes bar``: an MLP 12288 wide over a hidden size of 4096, where the bar was first
+measured, and a 4096 x 4096 projection) or for every quantized product in the 4.1B rig's plain step (``--shapes
+rig``: an MLP 8192 wide, 1024 x 4096 and 32 x 4096 projections, a 14336-token LM head; then their sum over the
+step, each counted as often as the step runs it): milliseconds per product (20 products queued, then waited on) with
 ``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp`` and each ``--splits``, the warps
 sharing a set of weight rows; 0 is the kernel's own choice, for the number of rows and for the shape) and, with
 ``--mma``, the tensor-core kernel (quantized_mma.py) at each ``--splits`` and each ``--mma-rounds`` (the codes
@@ -18,11 +21,20 @@ do not change a row's arithmetic, so each row bucket may take its own.
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import time
 
 SHAPES = {"gate+up (12288 x 4096)": (12288, 4096), "attention/out (4096 x 4096)": (4096, 4096),
           "down (4096 x 12288)": (4096, 12288)}
+# The 4.1B rig's (demo_model/rig.py) quantized products in one plain step of its body, and how many: 24 layers, 18
+# of them gated-delta, 6 full attention; the embedding is a lookup, not a product.
+RIG_SHAPES = {"mlp gate, up; gated-delta qkv; attention q (8192 x 4096)": (8192, 4096, 72),
+              "mlp down (4096 x 8192)": (4096, 8192, 24),
+              "gated-delta z, out; attention out (4096 x 4096)": (4096, 4096, 42),
+              "attention k, v (1024 x 4096)": (1024, 4096, 12),
+              "gated-delta a, b (32 x 4096)": (32, 4096, 36),
+              "LM head (14336 x 4096)": (14336, 4096, 1)}
 QUEUED = 20  # products queued before waiting, so each one's launch overlaps the one before
 WARMUP = 3
 BAR_ROWS, BAR = 4, 1.3
@@ -46,6 +58,7 @@ def main() -> None:
     parser.add_argument("--mma", action="store_true", help="also the tensor-core kernel (4 and 8 bits)")
     parser.add_argument("--mma-rounds", type=_ints, help="codes per round (default: the kernel's own)")
     parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--shapes", choices=["bar", "rig"], default="bar")
     args = parser.parse_args()
 
     import mlx.core as mx
@@ -64,7 +77,9 @@ def main() -> None:
     print(f"{mx.default_device()}  mlx {mx.__version__}  group size {args.group_size}, "
           f"ms per product, median (min-max) of {args.reps}")
     g = args.group_size
-    for name, (n, k) in SHAPES.items():
+    shapes = RIG_SHAPES if args.shapes == "rig" else {name: (n, k, 0) for name, (n, k) in SHAPES.items()}
+    step = {}  # (bits, label, rows) -> the step's milliseconds: each shape's median times its count
+    for name, (n, k, count) in shapes.items():
         for bits in args.bits:
             w = (mx.random.normal((n, k)) * k**-0.5).astype(mx.bfloat16)
             wq, scales, biases = mx.quantize(w, group_size=g, bits=bits)
@@ -117,6 +132,9 @@ def main() -> None:
                     for label in variants)
                 bar = f"  (bar: {BAR})" if rows == BAR_ROWS else ""
                 print(f"  {rows} rows ÷ {first}: {ratios}{bar}")
+            for (label, rows), values in times.items():
+                kernel = re.sub(r"=\d+", "", label)  # the split each shape takes, out of the name
+                step[bits, kernel, rows] = step.get((bits, kernel, rows), 0.0) + count * statistics.median(values)
             # Rows per warp leave each row's arithmetic as it is (the split does not depend on them), so each
             # number of rows may take its fastest: that kernel at k rows ÷ the fastest at one row.
             if len(own_split) > 1:
@@ -125,6 +143,18 @@ def main() -> None:
                 print("  fastest rows per warp, and its time ÷ the fastest at one row: " + "  ".join(
                     f"{rows} rows: {own_split[label]} {ms / fastest[first][0]:.2f}"
                     for rows, (ms, label) in fastest.items()))
+    if args.shapes == "rig":
+        _print_step(step, args.rows)
+
+
+def _print_step(step: dict, rows: list[int]) -> None:
+    """The rig's products in one step, each product's median times its count, for every kernel and row count."""
+    first = min(rows)
+    print(f"\nthe 4.1B rig's quantized products in one step, ms (each shape's median x its count), and ÷ {first} row")
+    for bits, label in dict.fromkeys((bits, label) for bits, label, _ in step):
+        cells = "  ".join(f"{r} row{'s' if r > 1 else ''} {step[bits, label, r]:.3f} "
+                          f"({step[bits, label, r] / step[bits, label, first]:.2f})" for r in rows)
+        print(f"  {bits}-bit {label:>24}  {cells}")
 
 
 if __name__ == "__main__":
