@@ -6,6 +6,7 @@
 #   benchmarks/h200.sh setup          join the kept parts and unpack them into $STORE/site
 #   benchmarks/h200.sh kernel         the kernel's CUDA tests, then python -m benchmarks.quantized_skinny
 #   benchmarks/h200.sh mma            the tensor-core kernel's CUDA tests, then the benchmark with it beside the first
+#   benchmarks/h200.sh step           each of the 4.1B rig's quantized products and their sum over a step, both kernels
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
 #                                     (MMA=1: the quantized products on tensor cores)
@@ -53,6 +54,10 @@ mma() {
     timeout 300 "$PY" -m pytest -q -p no:cacheprovider --noconftest --durations 5 tests/test_quantized_mma.py 2>&1
     timeout 300 "$PY" -m benchmarks.quantized_skinny --bits 4,8 --group-size 64 --rows 1,4,16 --splits 0,1,4 --mma \
         --mma-rounds 256,512,1024 --reps 20 2>&1
+}
+
+step() {
+    timeout 300 "$PY" -m benchmarks.quantized_skinny --shapes rig --bits 4,8 --rows 1,4 --mma --reps 20 2>&1
 }
 
 rigs() {
