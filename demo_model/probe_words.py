@@ -1,0 +1,79 @@
+"""Ask checkpoints the length of made-up words that begin with a short English word, against words that begin with
+another two-letter token: the misread that stages 22 to 27 share (meadow, encoded " me" + "ad" + "ow", spelled
+"isadow", the " me" read as the word of "Tell me").
+
+Every checkpoint gets the same questions, in the evaluation's held-out wordings, thinking on, in fresh chats. A
+probe word is one of ``WORD_STARTS`` and one to three more of the tokenizer's pieces, kept only where its encoding
+starts with that word's token; a control word is pieces whose encoding starts with any other two-letter token.
+Prints right / asked for each set and the wrong replies. Held-out words are never drawn.
+
+    python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 40] [--seed 20261203]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+
+from webapp.blas import ensure_fast_blas
+from webapp.precision import keep_float32_exact
+
+from . import corpus, evaluate
+
+# Words that stand alone in the questions the corpus asks ("Tell me", "How many letters is it?", "and in
+# seconds?") and that the tokenizer also has as a word-start token.
+WORD_STARTS = ("me", "go", "an", "un", "be", "in", "is", "it", "to", "of", "on", "we", "my", "no", "do", "so")
+MIN_LETTERS, MAX_LETTERS = 4, 12
+
+
+def _first_token(tokenizer, word: str) -> str:
+    return tokenizer.id_to_token(tokenizer.encode(" " + word).ids[0])
+
+
+def words(rng: random.Random, count: int, probe: bool) -> list[str]:
+    """``count`` probe words (beginning with one of WORD_STARTS as a token) or control words (beginning with any
+    other two-letter token), of MIN_LETTERS to MAX_LETTERS letters."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(corpus.TOKENIZER_FILE))
+    held_out = set(corpus.HELD_OUT_WORDS)
+    found: list[str] = []
+    while len(found) < count:
+        start = rng.choice(WORD_STARTS) if probe else None
+        word = corpus.pieces_word(rng, start)
+        first = _first_token(tokenizer, word)
+        fits = first == "Ġ" + start if probe else len(first) == 3 and first[1:] not in WORD_STARTS
+        if fits and word not in held_out and MIN_LETTERS <= len(word) <= MAX_LETTERS:
+            found.append(word)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoints", nargs="+")
+    parser.add_argument("--words", type=int, default=40, help="words in each set")
+    parser.add_argument("--seed", type=int, default=20261203)
+    parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
+    args = parser.parse_args()
+    keep_float32_exact()
+    ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_words")
+    rng = random.Random(args.seed)
+    sets = {name: [corpus.length_exchange(w, rng.choice(evaluate.HELD_OUT_LENGTH).format(w=w))
+                   for w in words(rng, args.words, probe)]
+            for name, probe in (("begins with a word", True), ("begins with another two-letter token", False))}
+    for checkpoint in args.checkpoints:
+        runner = evaluate.Runner(checkpoint)
+        for name, exchanges in sets.items():
+            wrong = []
+            for ex in exchanges:
+                text = evaluate.ask(runner, ex, True)
+                if evaluate.judge(text, ex, True) != "right":
+                    wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
+            print(f"{checkpoint}, {name}: {len(exchanges) - len(wrong)}/{len(exchanges)} right", flush=True)
+            for line in wrong:
+                print(f"  wrong: {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
