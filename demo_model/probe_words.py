@@ -5,7 +5,8 @@ another two-letter token: the misread that stages 22 to 27 share (meadow, encode
 Every checkpoint gets the same questions, in the evaluation's held-out wordings, thinking on, in fresh chats. A
 probe word is one of ``WORD_STARTS`` and one to three more of the tokenizer's pieces, kept only where its encoding
 starts with that word's token; a control word is pieces whose encoding starts with any other two-letter token.
-Prints right / asked for each set and the wrong replies. Held-out words are never drawn.
+Prints right / asked for each set, split by how many tokens the word is, and the wrong replies. Held-out words are
+never drawn.
 
     python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 40] [--seed 20261203]
 """
@@ -27,16 +28,31 @@ WORD_STARTS = ("me", "go", "an", "un", "be", "in", "is", "it", "to", "of", "on",
 MIN_LETTERS, MAX_LETTERS = 4, 12
 
 
+def _tokenizer():
+    from tokenizers import Tokenizer
+
+    return Tokenizer.from_file(str(corpus.TOKENIZER_FILE))
+
+
 def _first_token(tokenizer, word: str) -> str:
     return tokenizer.id_to_token(tokenizer.encode(" " + word).ids[0])
+
+
+def token_count(tokenizer, word: str) -> int:
+    """How many tokens the word is as the question has it, after a space."""
+    return len(tokenizer.encode(" " + word).ids)
+
+
+def by_tokens(counts: list[int], right: list[bool]) -> str:
+    """Right / asked for each token count, fewest first: "2 tokens 19/20, 3 tokens 12/14"."""
+    return ", ".join(f"{n} tokens {sum(r for c, r in zip(counts, right) if c == n)}/{counts.count(n)}"
+                     for n in sorted(set(counts)))
 
 
 def words(rng: random.Random, count: int, probe: bool) -> list[str]:
     """``count`` probe words (beginning with one of WORD_STARTS as a token) or control words (beginning with any
     other two-letter token), of MIN_LETTERS to MAX_LETTERS letters."""
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(corpus.TOKENIZER_FILE))
+    tokenizer = _tokenizer()
     held_out = set(corpus.HELD_OUT_WORDS)
     found: list[str] = []
     while len(found) < count:
@@ -59,18 +75,24 @@ def main() -> None:
     keep_float32_exact()
     ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_words")
     rng = random.Random(args.seed)
-    sets = {name: [corpus.length_exchange(w, rng.choice(evaluate.HELD_OUT_LENGTH).format(w=w))
-                   for w in words(rng, args.words, probe)]
-            for name, probe in (("begins with a word", True), ("begins with another two-letter token", False))}
+    words_of, sets = {}, {}
+    for name, probe in (("begins with a word", True), ("begins with another two-letter token", False)):
+        words_of[name] = words(rng, args.words, probe)
+        sets[name] = [corpus.length_exchange(w, rng.choice(evaluate.HELD_OUT_LENGTH).format(w=w))
+                      for w in words_of[name]]
+    tokenizer = _tokenizer()
     for checkpoint in args.checkpoints:
         runner = evaluate.Runner(checkpoint)
         for name, exchanges in sets.items():
-            wrong = []
+            wrong, right = [], []
             for ex in exchanges:
                 text = evaluate.ask(runner, ex, True)
-                if evaluate.judge(text, ex, True) != "right":
+                right.append(evaluate.judge(text, ex, True) == "right")
+                if not right[-1]:
                     wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
-            print(f"{checkpoint}, {name}: {len(exchanges) - len(wrong)}/{len(exchanges)} right", flush=True)
+            counts = [token_count(tokenizer, word) for word in words_of[name]]
+            print(f"{checkpoint}, {name}: {sum(right)}/{len(exchanges)} right ({by_tokens(counts, right)})",
+                  flush=True)
             for line in wrong:
                 print(f"  wrong: {line}", flush=True)
 

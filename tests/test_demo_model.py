@@ -107,6 +107,30 @@ def test_corpus_is_deterministic_and_keeps_held_out_questions_out():
     assert len(held_out) == 200 and not held_out & trained
 
 
+
+def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as_named():
+    import random
+
+    from demo_model import probe_words
+
+    tokenizer = probe_words._tokenizer()
+    starts = corpus.word_start_pieces()
+    assert {"me", "go", "un", "an"} <= set(starts) and all(2 <= len(s) <= 3 and s.islower() for s in starts)
+    rng = random.Random(3)
+    drawn = [corpus.pieces_word(rng, "me") for _ in range(200)]
+    assert all(w.startswith("me") and len(w) > 2 for w in drawn)
+    assert sum(probe_words._first_token(tokenizer, w) == "Ġme" for w in drawn) > 100  # most keep " me" once encoded
+
+    probe = probe_words.words(random.Random(5), 30, probe=True)
+    control = probe_words.words(random.Random(5), 30, probe=False)
+    held_out = set(corpus.HELD_OUT_WORDS)
+    for word in probe + control:
+        assert probe_words.MIN_LETTERS <= len(word) <= probe_words.MAX_LETTERS and word not in held_out
+    assert all(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in probe)
+    assert all(len(probe_words._first_token(tokenizer, w)) == 3 for w in control)
+    assert not any(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in control)
+    assert probe_words.by_tokens([2, 3, 2, 4], [True, False, False, True]) == "2 tokens 1/2, 3 tokens 0/1, 4 tokens 1/1"
+
 @pytest.mark.slow
 def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():
     out = subprocess.run([sys.executable, "-m", "demo_model.evaluate", str(CHECKPOINT), "--ask", "What is 12 + 30?"],
