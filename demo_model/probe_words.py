@@ -5,10 +5,10 @@ another two-letter token: the misread that stages 22 to 27 share (meadow, encode
 Every checkpoint gets the same questions, in the evaluation's held-out wordings, thinking on, in fresh chats. A
 probe word is one of ``WORD_STARTS`` and one to three more of the tokenizer's pieces, kept only where its encoding
 starts with that word's token; a control word is pieces whose encoding starts with any other two-letter token.
-Prints right / asked for each set, split by how many tokens the word is, and the wrong replies. Held-out words are
-never drawn.
+Prints right / asked for each set, split by how many tokens the word is and by wording, and the wrong replies.
+Held-out words are never drawn.
 
-    python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 40] [--seed 20261203]
+    python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 150] [--seed 20261203]
 """
 
 from __future__ import annotations
@@ -43,10 +43,10 @@ def token_count(tokenizer, word: str) -> int:
     return len(tokenizer.encode(" " + word).ids)
 
 
-def by_tokens(counts: list[int], right: list[bool]) -> str:
-    """Right / asked for each token count, fewest first: "2 tokens 19/20, 3 tokens 12/14"."""
-    return ", ".join(f"{n} tokens {sum(r for c, r in zip(counts, right) if c == n)}/{counts.count(n)}"
-                     for n in sorted(set(counts)))
+def tally(keys: list, right: list[bool]) -> str:
+    """Right / asked for each key, in sorted order: "2 tokens 19/20, 3 tokens 12/14"."""
+    return ", ".join(f"{key} {sum(r for k, r in zip(keys, right) if k == key)}/{keys.count(key)}"
+                     for key in sorted(set(keys)))
 
 
 def words(rng: random.Random, count: int, probe: bool) -> list[str]:
@@ -68,18 +68,19 @@ def words(rng: random.Random, count: int, probe: bool) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--words", type=int, default=40, help="words in each set")
+    parser.add_argument("--words", type=int, default=150, help="words in each set (at 40 a difference of a few is noise)")
     parser.add_argument("--seed", type=int, default=20261203)
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
     keep_float32_exact()
     ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_words")
     rng = random.Random(args.seed)
-    words_of, sets = {}, {}
+    words_of, wordings, sets = {}, {}, {}
     for name, probe in (("begins with a word", True), ("begins with another two-letter token", False)):
         words_of[name] = words(rng, args.words, probe)
-        sets[name] = [corpus.length_exchange(w, rng.choice(evaluate.HELD_OUT_LENGTH).format(w=w))
-                      for w in words_of[name]]
+        wordings[name] = [rng.choice(evaluate.HELD_OUT_LENGTH) for _ in words_of[name]]
+        sets[name] = [corpus.length_exchange(w, wording.format(w=w))
+                      for w, wording in zip(words_of[name], wordings[name])]
     tokenizer = _tokenizer()
     for checkpoint in args.checkpoints:
         runner = evaluate.Runner(checkpoint)
@@ -90,9 +91,9 @@ def main() -> None:
                 right.append(evaluate.judge(text, ex, True) == "right")
                 if not right[-1]:
                     wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
-            counts = [token_count(tokenizer, word) for word in words_of[name]]
-            print(f"{checkpoint}, {name}: {sum(right)}/{len(exchanges)} right ({by_tokens(counts, right)})",
-                  flush=True)
+            counts = [f"{token_count(tokenizer, word)} tokens" for word in words_of[name]]
+            print(f"{checkpoint}, {name}: {sum(right)}/{len(exchanges)} right ({tally(counts, right)})", flush=True)
+            print(f"  by wording: {tally(wordings[name], right)}", flush=True)
             for line in wrong:
                 print(f"  wrong: {line}", flush=True)
 

@@ -120,6 +120,10 @@ def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as
     drawn = [corpus.pieces_word(rng, "me") for _ in range(200)]
     assert all(w.startswith("me") and len(w) > 2 for w in drawn)
     assert sum(probe_words._first_token(tokenizer, w) == "Ġme" for w in drawn) > 100  # most keep " me" once encoded
+    clause_starts = corpus.clause_word_starts()
+    assert {"in", "is", "it", "of", "do", "me"} <= set(clause_starts) < set(starts) and "go" not in clause_starts
+    counted = [corpus.any_word(rng) for _ in range(5000)]
+    assert sum(probe_words._first_token(tokenizer, w)[1:] in clause_starts for w in counted) > 5000 * 0.08
 
     probe = probe_words.words(random.Random(5), 30, probe=True)
     control = probe_words.words(random.Random(5), 30, probe=False)
@@ -129,7 +133,7 @@ def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as
     assert all(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in probe)
     assert all(len(probe_words._first_token(tokenizer, w)) == 3 for w in control)
     assert not any(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in control)
-    assert probe_words.by_tokens([2, 3, 2, 4], [True, False, False, True]) == "2 tokens 1/2, 3 tokens 0/1, 4 tokens 1/1"
+    assert probe_words.tally([2, 3, 2, 4], [True, False, False, True]) == "2 1/2, 3 0/1, 4 1/1"
 
 @pytest.mark.slow
 def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():
