@@ -1,6 +1,6 @@
 """Ask checkpoints the length of made-up words that begin with a short English word, against words that begin with
-another two-letter token: the misread that stages 22 to 27 share (meadow, encoded " me" + "ad" + "ow", spelled
-"isadow", the " me" read as the word of "Tell me").
+another two-letter token: the misread that stages 18 to 27 share (meadow, encoded " me" + "ad" + "ow", spelled
+"isadow" after "How many m's would you say", its " me" read as a word of the clause before it).
 
 Every checkpoint gets the same questions, in the evaluation's held-out wordings, thinking on, in fresh chats. A
 probe word is one of ``WORD_STARTS`` and one to three more of the tokenizer's pieces, kept only where its encoding
