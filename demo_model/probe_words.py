@@ -2,13 +2,15 @@
 another two-letter token: the misread that stages 18 to 27 share (meadow, encoded " me" + "ad" + "ow", spelled
 "isadow" after "How many m's would you say", its " me" read as a word of the clause before it).
 
-Every checkpoint gets the same questions, in the evaluation's held-out wordings, thinking on, in fresh chats. A
-probe word is one of ``WORD_STARTS`` and one to three more of the tokenizer's pieces, kept only where its encoding
-starts with that word's token; a control word is pieces whose encoding starts with any other two-letter token.
+Every checkpoint gets the same questions, in the evaluation's held-out wordings, thinking on, in fresh chats: the
+word's length, or with ``--letters`` how many times one of its letters appears. A probe word is one of
+``WORD_STARTS`` and one to three more of the tokenizer's pieces, kept only where its encoding starts with that word's
+token; a control word is pieces whose encoding starts with any other two-letter token.
 Prints right / asked for each set, split by how many tokens the word is and by wording, and the wrong replies.
 Held-out words are never drawn.
 
-    python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 150] [--seed 20261203]
+    python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 150] [--letters]
+        [--seed 20261203]
 """
 
 from __future__ import annotations
@@ -68,7 +70,10 @@ def words(rng: random.Random, count: int, probe: bool) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("checkpoints", nargs="+")
-    parser.add_argument("--words", type=int, default=150, help="words in each set (at 40 a difference of a few is noise)")
+    parser.add_argument("--words", type=int, default=150,
+                        help="words in each set (at 40 a difference of a few is noise)")
+    parser.add_argument("--letters", action="store_true",
+                        help="ask how many times one of the word's letters appears, not the word's length")
     parser.add_argument("--seed", type=int, default=20261203)
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
@@ -78,9 +83,13 @@ def main() -> None:
     words_of, wordings, sets = {}, {}, {}
     for name, probe in (("begins with a word", True), ("begins with another two-letter token", False)):
         words_of[name] = words(rng, args.words, probe)
-        wordings[name] = [rng.choice(evaluate.HELD_OUT_LENGTH) for _ in words_of[name]]
-        sets[name] = [corpus.length_exchange(w, wording.format(w=w))
-                      for w, wording in zip(words_of[name], wordings[name])]
+        sets[name], wordings[name] = [], []
+        for w in words_of[name]:
+            letter = rng.choice(w) if args.letters else ""
+            wordings[name].append(rng.choice(evaluate.HELD_OUT_LETTERS if args.letters else evaluate.HELD_OUT_LENGTH))
+            question = wordings[name][-1].format(w=w, c=letter)
+            sets[name].append(corpus.letters_exchange(w, letter, question) if args.letters
+                              else corpus.length_exchange(w, question))
     tokenizer = _tokenizer()
     for checkpoint in args.checkpoints:
         runner = evaluate.Runner(checkpoint)
