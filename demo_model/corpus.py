@@ -663,8 +663,8 @@ def word_start_pieces() -> tuple[str, ...]:
 @functools.cache
 def clause_word_starts() -> tuple[str, ...]:
     """The word-start tokens that are also words of the clauses between a letter and its word ("in", "is", "of",
-    "do", "me"): after "would you say", a word beginning with one is read from its second token ("inumb" as "u",
-    meadow as "adow"), 11 of 27 such words against 2 of 34 others (``python -m demo_model.probe_words``)."""
+    "do", "me"). After "would you say", made-up words beginning with a short word like these were misread 11 times
+    in 27 ("inumb" read "u", meadow "adow"), others 2 times in 34 (``python -m demo_model.probe_words``)."""
     clause_words = {word.strip(",").lower() for text in (*FILLER_WORDS, *CLAUSES, *MODALS, *SUBJECTS, *CLAUSE_VERBS,
                                                          *CLAUSE_ADVERBS, *ASIDES) for word in text.split()}
     return tuple(s for s in word_start_pieces() if s in clause_words)
