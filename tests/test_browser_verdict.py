@@ -131,6 +131,31 @@ def test_the_receipt_card_of_a_busy_race_says_so(tab):
     assert not any("busy" in text for text in quiet)
 
 
+
+def test_the_receipt_card_names_the_decode_loop_and_a_near_tie(tab):
+    tab.open()
+    moe = {"decode_loop": "mlx-vlm", "decode_loop_reason": "qwen3_5_moe runs on mlx-vlm's loop"}
+    done = summary_frame(identical=False, first_divergence={"index": 12, "off": "a", "on": "b", "margin": 0.0912},
+                         off={**summary_frame()["off"], "stats": moe},
+                         on={**summary_frame()["on"], "stats": moe})
+    drawn = evaluate(tab, "receipt.js", CARD, {"receipt": None, "raceDone": done})
+    assert "near-tie (margin 0.091)" in drawn and "differs" not in drawn
+    assert any(text.endswith("· mlx-vlm's loop (qwen3_5_moe runs on mlx-vlm's loop)") for text in drawn)
+    # A margin past a near-tie is a plain difference; each lane's own loop is named where they differ.
+    apart = summary_frame(identical=False, first_divergence={"index": 3, "off": "a", "on": "b", "margin": 2.5},
+                          off={**summary_frame()["off"], "stats": {"decode_loop": "specchat"}},
+                          on={**summary_frame()["on"], "stats": moe})
+    drawn = evaluate(tab, "receipt.js", CARD, {"receipt": None, "raceDone": apart})
+    assert "differs" in drawn and not any("near-tie" in text for text in drawn)
+    assert any(text.endswith("· off specchat's loop, on mlx-vlm's loop (qwen3_5_moe runs on mlx-vlm's loop)")
+               for text in drawn)
+    # The server's receipt says which loop each lane ran; a daemon engine's lanes say none, and the card neither.
+    receipt = {**summary_frame(), "off": {"decode_loop": "specchat"}, "on": {"decode_loop": "specchat"}}
+    drawn = evaluate(tab, "receipt.js", CARD, {"receipt": receipt, "raceDone": summary_frame()})
+    assert "identical ✓" in drawn and any(text.endswith("· specchat's loop") for text in drawn)
+    drawn = evaluate(tab, "receipt.js", CARD, {"receipt": None, "raceDone": summary_frame()})
+    assert not any("loop" in text for text in drawn)
+
 def pairs_words(done: dict) -> str:
     """The summary card's line about the pairs, as the card words it."""
     confidence, n, wins = done["confidence"], len(done["ratios"]), done["wins"]

@@ -42,11 +42,15 @@ function slower(raceDone) {
 // A logit margin below this is within what two roundings of a bfloat16 step can move (as in receipts.py).
 const NEAR_TIE = 0.5;
 
+/** "near-tie (margin 0.09)" where greedy lanes parted at a near-tie (`first_divergence.margin`), else null. */
+export function nearTieText(margin) {
+  return margin != null && margin < NEAR_TIE ? `near-tie (margin ${Number(margin.toPrecision(2))})` : null;
+}
+
 /** How near a tie the target's choice was where greedy lanes parted. */
 function marginWords(margin) {
-  if (margin < NEAR_TIE) {
-    return `A near-tie (margin ${Number(margin.toPrecision(2))}) rounded differently; both continuations are greedy.`;
-  }
+  const nearTie = nearTieText(margin);
+  if (nearTie) return `A ${nearTie} rounded differently; both continuations are greedy.`;
   return `The target's top two logits there are ${margin.toFixed(2)} apart.`;
 }
 

@@ -129,7 +129,7 @@ export function drawReceiptCard(facts) {
     ["Drafts accepted", facts.acceptance != null ? formatPercent(facts.acceptance) : "–"],
     ["Accepted per round", facts.meanAccepted != null ? formatMean(facts.meanAccepted) : "–"],
     ["By draft depth", depth],
-    ["Output", facts.identical == null ? "–" : facts.identical ? "identical ✓" : "differs"],
+    ["Output", facts.output],
     ["Draft block", facts.block != null ? String(facts.block) : "–"],
     ["Thinking budget", facts.budget != null ? String(facts.budget) : "–"],
   ];
@@ -141,7 +141,12 @@ export function drawReceiptCard(facts) {
     ctx.font = font(14, 600);
     ctx.fillText(label.toUpperCase(), cx, cy);
     ctx.fillStyle = c.text;
-    ctx.font = font(22, 600);
+    // a smaller size before an ellipsis, so "near-tie (margin 0.091)" is read whole
+    const size = [22, 19, 16].find((px) => {
+      ctx.font = font(px, 600);
+      return ctx.measureText(value).width <= cellWidth - 16;
+    }) ?? 16;
+    ctx.font = font(size, 600);
     ctx.fillText(fit(ctx, value, cellWidth - 16), cx, cy + 30);
   });
 
@@ -149,8 +154,10 @@ export function drawReceiptCard(facts) {
   ctx.fillStyle = c.border;
   ctx.fillRect(pad, 462, WIDTH - 2 * pad, 1);
   const lines = [
+    // the loop last, so that a long reason for mlx-vlm's is what the ellipsis cuts
     [`${facts.engine ?? "engine ?"} · ${facts.model ?? "model ?"} · drafter ${facts.drafter ?? "none"}`
-      + (facts.sampling ? ` · ${facts.sampling}` : ""), c.text, font(17, 600)],
+      + (facts.sampling ? ` · ${facts.sampling}` : "") + (facts.loop ? ` · ${facts.loop}` : ""),
+    c.text, font(17, 600)],
     [facts.machine ?? "machine not reported", c.muted, font(16)],
     [facts.versions ?? "", c.muted, font(16)],
     [`Prompt: ${facts.prompt.replace(/\s+/g, " ").trim()}`, c.muted, font(16)],

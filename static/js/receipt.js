@@ -2,7 +2,7 @@
 // card shows (drawn by receipt-card.js).
 
 import { busyText } from "@app/busy.js";
-import { pairsText } from "@app/race-summary.js";
+import { nearTieText, pairsText } from "@app/race-summary.js";
 
 export { drawReceiptCard } from "@app/receipt-card.js";
 
@@ -99,6 +99,27 @@ function samplingText(sampling) {
     .filter(Boolean).join(", ");
 }
 
+/** Whether both lanes wrote the same answer, and where they did not whether it was a near-tie. */
+function outputText(identical, divergence) {
+  if (identical == null) return "–";
+  return identical ? "identical ✓" : nearTieText(divergence?.margin) ?? "differs";
+}
+
+/**
+ * Which decode loop the lanes ran on, as the MLX engine's stats say ("specchat's loop"), and why where it was
+ * mlx-vlm's; null where no lane said (a daemon engine).
+ */
+function loopText(lanes, reason) {
+  const said = lanes.map(([name, lane]) => [name, lane.decode_loop ?? lane.stats?.decode_loop])
+    .filter(([, loop]) => loop);
+  if (!said.length) return null;
+  const words = said.every(([, loop]) => loop === said[0][1])
+    ? `${said[0][1]}'s loop`
+    : said.map(([name, loop]) => `${name} ${loop}'s loop`).join(", ");
+  const why = said.some(([, loop]) => loop !== "specchat") && reason ? ` (${reason})` : "";
+  return words + why;
+}
+
 /**
  * What the card shows, from the server's receipt where it has it and from the race as this page
  * saw it otherwise (`receipt` may be null when the server could not give one).
@@ -125,7 +146,10 @@ export function cardFacts(receipt, raceDone, context = {}) {
     acceptance: pick(r.acceptance, on.acceptance, on.stats?.acceptance),
     byDepth: pick(r.acceptance_by_depth, on.acceptance_by_depth, on.stats?.acceptance_by_depth),
     meanAccepted: pick(r.mean_accepted, on.mean_accepted, on.stats?.mean_accepted),
-    identical: pick(r.identical, raceDone?.identical),
+    output: outputText(pick(r.identical, raceDone?.identical),
+      pick(r.first_divergence, raceDone?.first_divergence)),
+    loop: loopText([["off", off], ["on", on]],
+      pick(r.decode_loop_reason, on.decode_loop_reason, on.stats?.decode_loop_reason)),
     engine: text(pick(r.engine, context.engine?.name)),
     model: text(pick(r.model, context.engine?.model)),
     drafter: text(pick(r.drafter, context.engine?.drafter)),
