@@ -71,8 +71,8 @@ def _quantized_records(body):
 
 def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time_exact(conversion):
     """Off CUDA each quantized layer is called through mlx-vlm's verify route (on Metal: its few-row kernels, which
-    give each row its one-row product's numbers; here: the layer itself), and each row of a product over several
-    rows is that row's product alone, bit for bit."""
+    give each row its one-row product's numbers; here: the layer itself), equal to MLX's own quantized product, and
+    each row of a product over several rows is that row's product alone, bit for bit."""
     import mlx.core as mx
 
     from engines.mlx import qwen35
@@ -90,6 +90,14 @@ def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time
         rows = record(x)
         if not mx.metal.is_available():
             assert mx.array_equal(rows, module(x))  # the route is the layer itself here
+        # on Metal mlx-vlm's kernels are MLX's own quantized product up to the output's rounding
+        weight = mx.dequantize(module.weight, module.scales, getattr(module, "biases", None),
+                               group_size=module.group_size, bits=module.bits).astype(mx.float32)
+        magnitude = mx.abs(x.astype(mx.float32)) @ mx.abs(weight).T
+        if getattr(module, "bias", None) is not None:
+            magnitude = magnitude + mx.abs(module.bias.astype(mx.float32))
+        error = mx.abs(rows.astype(mx.float32) - module(x).astype(mx.float32))
+        assert (error <= 1e-2 * magnitude).all().item()
         for r in range(x.shape[1]):
             assert mx.array_equal(rows[:, r], record(x[:, r : r + 1])[:, 0]), r
 
