@@ -1,5 +1,6 @@
-"""``qwen3_5_moe`` on specchat's own loop: a tiny MoE checkpoint with its MTP head loads, decodes, says
-which loop ran and is greedy-identical at every block, with mlx-vlm's switch layers doing the experts."""
+"""``qwen3_5_moe`` on specchat's own loop: a tiny MoE checkpoint with its MTP head, and its 4-bit conversion
+with the head beside it, load, decode, say which loop ran and are greedy-identical at every block, with mlx-vlm's
+switch layers (quantized in the conversion) doing the experts."""
 
 import pytest
 
@@ -96,3 +97,44 @@ def test_the_engine_runs_moe_on_the_asked_loop_and_says_so(moe_model, loop):
     assert done.finish_reason in ("stop", "length") and done.stats["rounds"] > 0
     assert done.stats["decode_loop"] == loop
     assert done.stats["decode_loop_reason"] == (None if loop == "specchat" else "the settings ask for mlx-vlm's loop")
+
+
+@pytest.fixture(scope="module")
+def moe_4bit(moe_model):
+    """The MoE checkpoint as users' are made: ``mlx_vlm.convert -q --q-bits 4 --mtp``, its head written beside it."""
+    from demo_model.hf_layout import convert
+
+    return convert(moe_model, moe_model.parent / "tiny-qwen3_5_moe-4bit", bits=4, group_size=64, mtp=True)
+
+
+def test_a_4_bit_moe_conversion_finds_its_head_runs_the_own_loop_and_is_greedy_identical(moe_4bit, tmp_path):
+    from mlx_vlm.models.switch_layers import QuantizedSwitchLinear
+
+    from engines.mlx.drafter_search import DrafterSearch
+    from engines.mlx.engine import MlxEngine
+
+    loaded = load_model(str(moe_4bit))
+    load_drafter(loaded, None, DrafterSearch(data_dir=tmp_path / "data"))  # found beside it, nothing built
+    assert loaded.drafter_name == f"{moe_4bit}-mtp (mtp)" and not (tmp_path / "data").exists()
+    assert all(isinstance(layer.mlp.switch_mlp.gate_proj, QuantizedSwitchLinear)
+               for layer in loaded.model.language_model.model.layers)
+    decoder = Decoder(loaded.model, loaded.drafter)
+    for text in PROMPTS:
+        ids = _prompt(loaded, text)
+        plain, _, _ = _generate(decoder, ids, 1)
+        for block in BLOCKS:
+            tokens, rounds, _ = _generate(decoder, ids, block)
+            assert tokens == plain, f"{text[:20]!r} at block {block}"
+            assert rounds
+
+    engine = MlxEngine(str(moe_4bit))
+    engine.load(GenerationOptions())
+    try:
+        options = GenerationOptions(reasoning_budget=0, max_tokens=24, temperature=0.0, draft_block_size=3)
+        turn = Turn(id="t", conversation_id="moe-4bit", messages=[Message("user", "What is 347 + 589?")],
+                    options=options)
+        done = next(e for e in guarded(engine.stream(turn)) if isinstance(e, Done))
+    finally:
+        engine.unload()
+    assert done.stats["rounds"] > 0 and done.stats["decode_loop"] == "specchat"
+    assert done.stats["decode_loop_reason"] is None
