@@ -1,6 +1,6 @@
-"""Checkpoints built as users' are (``mlx_vlm.convert -q --mtp`` of a Hugging Face float checkpoint: 4-, 5-,
-8-bit and mixed, bfloat16 and float16 bases) decode on specchat's own loop with their MTP head, and greedy
-output with the drafter is drafter-off output, token for token, at blocks 2-6."""
+"""Checkpoints built as users' are (``mlx_vlm.convert -q --mtp`` of a Hugging Face float checkpoint: 4-, 5-, 6-,
+8-bit and mixed, bfloat16 and float16 bases, with and without the vision tower) decode on specchat's own loop with
+their MTP head, and greedy output with the drafter is drafter-off output, token for token, at blocks 2-6."""
 
 import pytest
 
@@ -12,25 +12,28 @@ pytestmark = pytest.mark.slow
 
 BLOCKS = (2, 3, 4, 5, 6)
 PROMPTS = ("What is 347 + 589?", "the cache keeps the prompt so the next turn starts fast .")
-CONVERSIONS = {  # name: (base dtype, bits, group size, mixed predicate)
+CONVERSIONS = {  # name: (base, bits, group size, mixed predicate)
     "4-bit g64": ("bfloat16", 4, 64, None),
     "5-bit g32": ("bfloat16", 5, 32, None),
     "6-bit g64": ("bfloat16", 6, 64, None),
     "8-bit g64": ("bfloat16", 8, 64, None),
     "mixed 3/6": ("bfloat16", 4, 64, "mixed_3_6"),
     "float16 5-bit": ("float16", 5, 64, None),
+    "text-only 4-bit g64": ("bfloat16 without its vision tower", 4, 64, None),
 }
 
 
 @pytest.fixture(scope="module", params=list(CONVERSIONS))
 def conversion(request, hf_base, float16_base, tmp_path_factory):
     """A conversion with --mtp, loaded with the head it wrote beside it."""
-    from demo_model.hf_layout import convert
+    from demo_model.hf_layout import build_hf_checkpoint, convert
 
-    dtype, bits, group, mixed = CONVERSIONS[request.param]
+    base, bits, group, mixed = CONVERSIONS[request.param]
+    source = {"bfloat16": lambda: hf_base[0], "float16": lambda: float16_base,
+              "bfloat16 without its vision tower": lambda: build_hf_checkpoint(
+                  tmp_path_factory.mktemp("hf") / "Tiny-text", vision=False)}[base]()
     out = tmp_path_factory.mktemp("q") / "Tiny-q"
-    convert(hf_base[0] if dtype == "bfloat16" else float16_base, out, bits=bits, group_size=group, mtp=True,
-            quant_predicate=mixed)
+    convert(source, out, bits=bits, group_size=group, mtp=True, quant_predicate=mixed)
     loaded = load_model(str(out))
     load_drafter(loaded, f"{out}-mtp")
     return loaded
