@@ -1,5 +1,5 @@
 """Busy-machine detection (busy.py): CPU burners the test starts (one per core, stopped by the test) make a
-measurement busy; this process's own work does not. Others may load the machine too, so each busy reading is
+measurement busy; this process's own work does not; on macOS the load average stands in for /proc/stat. Others may load the machine too, so each busy reading is
 compared with a reading taken without the burners in the same test."""
 
 import contextlib
@@ -79,6 +79,35 @@ def test_this_processs_own_work_is_not_other_work():
     spun, share = watch.result(), own_share()
     assert share > 5  # this process had CPU time to count
     assert spun["percent"] <= 100 - share + 2  # rounding and the readings' few ticks apart
+
+
+@pytest.mark.parametrize("load, cores, spin", [
+    (1.5, 2, False),  # one and a half cores' worth of other work on two: 75%, flagged
+    (0.2, 2, False),  # 10%, not flagged
+    (1.0, 1, True),  # the load is this process spinning: not other work
+])
+def test_elsewhere_the_load_average_less_this_processs_own_rate_is_other_work(monkeypatch, load, cores, spin):
+    """macOS has no /proc/stat: busy.py takes the load average there. Here the platform and the load it reports are
+    set; the arithmetic and this process's own CPU time are real."""
+    from webapp.measurement import busy
+
+    monkeypatch.setattr(busy.sys, "platform", "darwin")
+    monkeypatch.setattr(busy.os, "getloadavg", lambda: (load, load, load))
+    monkeypatch.setattr(busy.os, "cpu_count", lambda: cores)
+    own, wall = sum(os.times()[:2]), time.monotonic()
+    watch = CpuWatch()
+    end = time.monotonic() + 0.6
+    while time.monotonic() < end:
+        if not spin:
+            time.sleep(0.02)
+    result = watch.result()
+    own_rate = (sum(os.times()[:2]) - own) / (time.monotonic() - wall)
+    expected = 100 * min(max((load - own_rate) / cores, 0.0), 1.0)
+    assert abs(result["percent"] - expected) <= 3, (result, expected)
+    if not spin:
+        assert result["flagged"] is (load / cores > THRESHOLD) and abs(result["percent"] - 100 * load / cores) <= 3
+    else:
+        assert own_rate > 0.05 and result["percent"] <= 100 * (1 - own_rate) + 3  # its own spinning is not counted
 
 
 def test_a_race_on_a_busy_machine_says_so_and_a_quiet_one_does_not(fake_server):
