@@ -1,6 +1,6 @@
 """Busy-machine detection (busy.py): CPU burners the test starts (one per core, stopped by the test) make a
-measurement busy; this process's own work does not; on macOS the load average stands in for /proc/stat. Others may load the machine too, so each busy reading is
-compared with a reading taken without the burners in the same test."""
+measurement busy; this process's own work does not; on macOS the load average stands in for /proc/stat. Others may
+load the machine too, so each busy reading is compared with a reading taken without the burners in the same test."""
 
 import contextlib
 import os
