@@ -122,6 +122,23 @@ def test_the_original_in_the_hub_cache_gives_a_drafter_offline_quantized_like_th
     assert (again.path, again.how) == (found.path, "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64, built before")
 
 
+
+def test_a_base_model_named_in_config_json_alone_is_found_too(converted, hf_base, tmp_path, monkeypatch):
+    """Some conversions carry no model card: ``base_model`` in config.json names the original."""
+    headless, _ = converted
+    copy = tmp_path / "Tiny-4bit-no-card"
+    shutil.copytree(headless, copy)
+    (copy / "README.md").unlink()
+    config = json.loads((copy / "config.json").read_text())
+    assert "base_model" not in config
+    monkeypatch.setenv("HF_HUB_CACHE", str(hf_base[1]))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(NoDrafter):  # nothing names the original
+        find_drafter(copy, DrafterSearch(data_dir=tmp_path / "data"))
+    (copy / "config.json").write_text(json.dumps({**config, "base_model": HF_BASE}))
+    found = find_drafter(copy, DrafterSearch(data_dir=tmp_path / "data"))
+    assert found.how == f"built from {HF_BASE} from the hub cache"
+
 @pytest.mark.parametrize("bits, group_size", [(5, 64), (8, 32)])
 def test_a_built_head_is_what_convert_mtp_writes_at_the_bodys_bits(hf_base, tmp_path, monkeypatch, bits,
                                                                      group_size):
