@@ -278,6 +278,27 @@ def test_the_server_drafts_with_the_head_of_the_base_drafter_from_names(converte
     assert any(f"loading: building a drafter from the MTP head of {HF_BASE}" in line for line in server.lines)
 
 
+
+def test_the_server_fetches_only_the_head_with_allow_downloads_and_says_how_without(converted, hf_base, start_server,
+                                                                                   tmp_path, monkeypatch):
+    headless, _ = converted
+    hf, _ = hf_base
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # the original is not there
+    with FakeHub({HF_BASE: hf}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        offline = start_server("--model", str(headless), data_dir=tmp_path / "data")
+        engine = offline.wait_ready()
+        offline.stop()
+        assert engine["drafter"] is None and hub.requested == []
+        assert engine["drafter_note"].startswith("This conversion dropped its MTP head, so specchat cannot draft")
+        assert f"Its base model {HF_BASE} is not in the hub cache" in engine["drafter_note"]
+        assert "start specchat with --allow-downloads" in engine["drafter_note"]
+        online = start_server("--model", str(headless), "--allow-downloads", data_dir=tmp_path / "data")
+        engine = online.wait_ready()
+    folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
+    assert engine["drafter"] == f"{folder} (mtp)"
+    assert hub.files(HF_BASE) == {"config.json", "model.safetensors.index.json", *mtp_shards(hf)}
+
 def test_the_picker_lists_the_drafter_each_headless_model_would_get(converted, hf_base, tmp_path, monkeypatch):
     from webapp.web.models import listed_models
 
