@@ -22,6 +22,9 @@ def test_schedule_interleaves_and_turns_the_order_each_run():
     # Every prompt gets every lane in a run, in that run's order.
     two_prompts = [(run, prompt, lane.key) for run, prompt, lane in schedule(lanes(1, 2), 2, prompts=2)]
     assert two_prompts == [(0, 0, 1), (0, 0, 2), (0, 1, 1), (0, 1, 2), (1, 0, 2), (1, 0, 1), (1, 1, 2), (1, 1, 1)]
+    # A race keeps the drafter off first in every pair.
+    kept = [(run, lane.key) for run, _, lane in schedule([off, on], 3, rotate=False)]
+    assert kept == [(0, "off"), (0, "on"), (1, "off"), (1, "on"), (2, "off"), (2, "on")]
 
 
 def test_block_lanes_turn_the_drafter_off_only_at_block_one():

@@ -31,7 +31,7 @@ def dones(frames: list[dict], lane: str) -> list[dict]:
 def test_race_interleaves_lanes_and_tags_every_frame(fake_server):
     with WsClient(fake_server.ws_url) as ws:
         summary, frames = race(ws, runs=3)
-    assert lane_runs(frames) == [("off", 0), ("on", 0), ("on", 1), ("off", 1), ("off", 2), ("on", 2)]
+    assert lane_runs(frames) == [("off", 0), ("on", 0), ("off", 1), ("on", 1), ("off", 2), ("on", 2)]  # off first
     reply = [f for f in frames if f["type"] in RACE_FRAMES]
     assert all(f["id"] == "r1" and f["lane"] in ("off", "on") and f["run"] in (0, 1, 2) for f in reply)
     assert [f["type"] for f in frames].count("race_done") == 1 and frames[-1] is summary
@@ -69,7 +69,7 @@ def test_race_summary_is_recomputed_from_the_lanes(fake_server):
     assert summary["identical"] is True and summary["first_divergence"] is None
     lanes = [t for t in fake_server.engine.turns if t.id == "r1"]
     assert {t.options.temperature for t in lanes} == {0.0}
-    assert [t.options.speculative for t in lanes[1:]] == [False, True, True, False, False, True]
+    assert [t.options.speculative for t in lanes[1:]] == [False, True, False, True, False, True]  # off first
 
 
 def test_each_lane_is_its_own_engine_conversation_and_the_race_joins_the_history(fake_server):
@@ -149,7 +149,7 @@ def test_a_reconnecting_tab_gets_the_whole_race(fake_server):
     ws.close()
     with WsClient(f"{fake_server.ws_url}?conversation={conversation}") as back:
         summary, frames = back.until("race_done", id="r1")
-    assert lane_runs(frames) == [("off", 0), ("on", 0), ("on", 1), ("off", 1)]
+    assert lane_runs(frames) == [("off", 0), ("on", 0), ("off", 1), ("on", 1)]
     assert summary["finish_reason"] == "stop" and summary["runs"] == 2
 
 

@@ -17,7 +17,7 @@ def test_greedy_race_is_identical_and_its_receipt_names_the_machine(mlx_server, 
     assert summary["finish_reason"] == "stop" and summary["runs"] == 2
     assert summary["identical"] is True and summary["first_divergence"] is None
     starts = [(f["lane"], f["run"]) for f in frames if f["type"] == "start"]
-    assert starts == [("off", 0), ("on", 0), ("on", 1), ("off", 1)]
+    assert starts == [("off", 0), ("on", 0), ("off", 1), ("on", 1)]
     answers = {texts([g for g in frames if (g.get("lane"), g.get("run")) == start], "answer") for start in starts}
     assert len(answers) == 1 and answers.pop()
     done = {(f["lane"], f["run"]): f["stats"] for f in frames if f["type"] == "done"}

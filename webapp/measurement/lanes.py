@@ -50,12 +50,13 @@ class LaneRun:
         return self.finish_reason in ("stop", "length")
 
 
-def schedule(lanes: list[Lane], runs: int, prompts: int = 1) -> list[tuple[int, int, Lane]]:
+def schedule(lanes: list[Lane], runs: int, prompts: int = 1, rotate: bool = True) -> list[tuple[int, int, Lane]]:
     """(run, prompt, lane) in order: each run does every lane once per prompt, and the order turns by
-    one lane each run (off, on, on, off, …), so no lane always goes first on a drifting machine."""
+    one lane each run (off, on, on, off, …), so no lane always goes first on a drifting machine; without
+    ``rotate`` every run keeps the lanes' order."""
     order = []
     for run in range(runs):
-        turn = run % len(lanes)
+        turn = run % len(lanes) if rotate else 0
         for prompt in range(prompts):
             order += [(run, prompt, lane) for lane in lanes[turn:] + lanes[:turn]]
     return order

@@ -86,7 +86,10 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
                             options.draft_block_size)
 
     lanes = race_lanes(options)
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, broke_off, parent)
+    # Every pair runs the drafter off first: the room watches the drafter-on lane live beside the recording of
+    # the pair's off lane, as the race is shown (a sweep, watched as a chart, turns its order instead).
+    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, broke_off, parent,
+         rotate=False)
 
 
 def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
@@ -154,7 +157,7 @@ def divergence_margin(engine: Engine, results: list[LaneRun], lanes: list[Lane],
 def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int | str,
          kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None, list[Message]], dict],
          broke_off: Callable[[], dict],
-         parent: str | None) -> None:
+         parent: str | None, rotate: bool = True) -> None:
     """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
     failed race), then play every lane in the conversation (runs "auto": until the pairs settle it) and
     end with ``summarize``'s frame, or ``broke_off``'s if anything fails unexpectedly: one summary frame
@@ -170,7 +173,7 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         messages, window = conversation.fitted(parent, lanes[0].options, said)
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
         replies += [LaneReply(host.engine, id, lane, run, prompt, messages)
-                    for run, prompt, lane in schedule(lanes, planned(runs))]
+                    for run, prompt, lane in schedule(lanes, planned(runs), rotate=rotate)]
         cancel = Relay()
         try:
             replies[0].open(cancel)
