@@ -16,6 +16,7 @@ Held-out words are never drawn.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import sys
 
@@ -30,6 +31,7 @@ WORD_STARTS = ("me", "go", "an", "un", "be", "in", "is", "it", "to", "of", "on",
 MIN_LETTERS, MAX_LETTERS = 4, 12
 
 
+@functools.cache
 def _tokenizer():
     from tokenizers import Tokenizer
 

@@ -81,19 +81,24 @@ def test_greedy_output_is_mlx_vlms_at_every_block(moe, text):
         assert went_on == fresh, f"block {block}: the next turn on the kept state differs"
 
 
-@pytest.mark.parametrize("loop", ["specchat", "mlx-vlm"])
-def test_the_engine_runs_moe_on_the_asked_loop_and_says_so(moe_model, loop):
+def _engine_reply(model, **options) -> Done:
+    """The Done of one greedy drafted reply through the MLX engine on ``model``, loaded for it and unloaded after."""
     from engines.mlx.engine import MlxEngine
 
-    engine = MlxEngine(str(moe_model))
+    engine = MlxEngine(str(model))
     engine.load(GenerationOptions())
     try:
         options = GenerationOptions(reasoning_budget=0, max_tokens=24, temperature=0.0, draft_block_size=3,
-                                    decode_loop=loop)
+                                    **options)
         turn = Turn(id="t", conversation_id="moe", messages=[Message("user", "What is 347 + 589?")], options=options)
-        done = next(e for e in guarded(engine.stream(turn)) if isinstance(e, Done))
+        return next(e for e in guarded(engine.stream(turn)) if isinstance(e, Done))
     finally:
         engine.unload()
+
+
+@pytest.mark.parametrize("loop", ["specchat", "mlx-vlm"])
+def test_the_engine_runs_moe_on_the_asked_loop_and_says_so(moe_model, loop):
+    done = _engine_reply(moe_model, decode_loop=loop)
     assert done.finish_reason in ("stop", "length") and done.stats["rounds"] > 0
     assert done.stats["decode_loop"] == loop
     assert done.stats["decode_loop_reason"] == (None if loop == "specchat" else "the settings ask for mlx-vlm's loop")
@@ -111,7 +116,6 @@ def test_a_4_bit_moe_conversion_finds_its_head_runs_the_own_loop_and_is_greedy_i
     from mlx_vlm.models.switch_layers import QuantizedSwitchLinear
 
     from engines.mlx.drafter_search import DrafterSearch
-    from engines.mlx.engine import MlxEngine
 
     loaded = load_model(str(moe_4bit))
     load_drafter(loaded, None, DrafterSearch(data_dir=tmp_path / "data"))  # found beside it, nothing built
@@ -127,14 +131,6 @@ def test_a_4_bit_moe_conversion_finds_its_head_runs_the_own_loop_and_is_greedy_i
             assert tokens == plain, f"{text[:20]!r} at block {block}"
             assert rounds
 
-    engine = MlxEngine(str(moe_4bit))
-    engine.load(GenerationOptions())
-    try:
-        options = GenerationOptions(reasoning_budget=0, max_tokens=24, temperature=0.0, draft_block_size=3)
-        turn = Turn(id="t", conversation_id="moe-4bit", messages=[Message("user", "What is 347 + 589?")],
-                    options=options)
-        done = next(e for e in guarded(engine.stream(turn)) if isinstance(e, Done))
-    finally:
-        engine.unload()
+    done = _engine_reply(moe_4bit)
     assert done.stats["rounds"] > 0 and done.stats["decode_loop"] == "specchat"
     assert done.stats["decode_loop_reason"] is None

@@ -29,9 +29,10 @@ def conversion(request, hf_base, float16_base, tmp_path_factory):
     from demo_model.hf_layout import build_hf_checkpoint, convert
 
     base, bits, group, mixed = CONVERSIONS[request.param]
-    source = {"bfloat16": lambda: hf_base[0], "float16": lambda: float16_base,
-              "bfloat16 without its vision tower": lambda: build_hf_checkpoint(
-                  tmp_path_factory.mktemp("hf") / "Tiny-text", vision=False)}[base]()
+    if base == "bfloat16 without its vision tower":
+        source = build_hf_checkpoint(tmp_path_factory.mktemp("hf") / "Tiny-text", vision=False)
+    else:
+        source = hf_base[0] if base == "bfloat16" else float16_base
     out = tmp_path_factory.mktemp("q") / "Tiny-q"
     convert(source, out, bits=bits, group_size=group, mtp=True, quant_predicate=mixed)
     loaded = load_model(str(out))
