@@ -131,7 +131,6 @@ def test_the_receipt_card_of_a_busy_race_says_so(tab):
     assert not any("busy" in text for text in quiet)
 
 
-
 def test_the_receipt_card_names_the_decode_loop_and_a_near_tie(tab):
     tab.open()
     moe = {"decode_loop": "mlx-vlm", "decode_loop_reason": "qwen3_5_moe runs on mlx-vlm's loop"}
@@ -155,6 +154,7 @@ def test_the_receipt_card_names_the_decode_loop_and_a_near_tie(tab):
     assert "identical ✓" in drawn and any(text.endswith("· specchat's loop") for text in drawn)
     drawn = evaluate(tab, "receipt.js", CARD, {"receipt": None, "raceDone": summary_frame()})
     assert not any("loop" in text for text in drawn)
+
 
 def pairs_words(done: dict) -> str:
     """The summary card's line about the pairs, as the card words it."""

@@ -107,7 +107,6 @@ def test_corpus_is_deterministic_and_keeps_held_out_questions_out():
     assert len(held_out) == 200 and not held_out & trained
 
 
-
 def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as_named():
     import random
 
@@ -134,6 +133,7 @@ def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as
     assert all(len(probe_words._first_token(tokenizer, w)) == 3 for w in control)
     assert not any(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in control)
     assert probe_words.tally([2, 3, 2, 4], [True, False, False, True]) == "2 1/2, 3 0/1, 4 1/1"
+
 
 @pytest.mark.slow
 def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():

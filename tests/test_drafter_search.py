@@ -122,7 +122,6 @@ def test_the_original_in_the_hub_cache_gives_a_drafter_offline_quantized_like_th
     assert (again.path, again.how) == (found.path, "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64, built before")
 
 
-
 def test_a_base_model_named_in_config_json_alone_is_found_too(converted, hf_base, tmp_path, monkeypatch):
     """Some conversions carry no model card: ``base_model`` in config.json names the original."""
     headless, _ = converted
@@ -138,6 +137,7 @@ def test_a_base_model_named_in_config_json_alone_is_found_too(converted, hf_base
     (copy / "config.json").write_text(json.dumps({**config, "base_model": HF_BASE}))
     found = find_drafter(copy, DrafterSearch(data_dir=tmp_path / "data"))
     assert found.how == f"built from {HF_BASE} from the hub cache"
+
 
 @pytest.mark.parametrize("bits, group_size", [(5, 64), (8, 32)])
 def test_a_built_head_is_what_convert_mtp_writes_at_the_bodys_bits(hf_base, tmp_path, monkeypatch, bits,
@@ -278,7 +278,6 @@ def test_the_server_drafts_with_the_head_of_the_base_drafter_from_names(converte
     assert any(f"loading: building a drafter from the MTP head of {HF_BASE}" in line for line in server.lines)
 
 
-
 def test_the_server_fetches_only_the_head_with_allow_downloads_and_says_how_without(converted, hf_base, start_server,
                                                                                    tmp_path, monkeypatch):
     headless, _ = converted
@@ -298,6 +297,7 @@ def test_the_server_fetches_only_the_head_with_allow_downloads_and_says_how_with
     folder = tmp_path / "data" / "drafters" / "tinyorg--Tiny-Qwen3.5-mtp-4bit-g64"
     assert engine["drafter"] == f"{folder} (mtp)"
     assert hub.files(HF_BASE) == {"config.json", "model.safetensors.index.json", *mtp_shards(hf)}
+
 
 def test_the_picker_lists_the_drafter_each_headless_model_would_get(converted, hf_base, tmp_path, monkeypatch):
     from webapp.web.models import listed_models
