@@ -120,6 +120,9 @@ def test_a_page_reloaded_during_a_continuation_shows_the_whole_reply(tab):
     reload(tab)
     reply = page.locator(".msg.assistant")
     page.wait_for_selector('.msg.assistant[data-state="streaming"]')
+    # the page draws what it was sent at its next frame, not with the state
+    page.wait_for_function(f"() => document.querySelector('.msg.assistant .answer').textContent.length > "
+                           f"{len(before)}")
     shown = reply.locator(".answer").inner_text()
     assert shown.startswith(before) and len(shown) > len(before)  # the stored part, then the continuation
     assert reply.locator(".thinking-body").text_content().strip() == THINKING.strip()
