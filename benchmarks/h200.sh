@@ -7,6 +7,7 @@
 #   benchmarks/h200.sh kernel         the kernel's CUDA tests, then python -m benchmarks.quantized_skinny
 #   benchmarks/h200.sh mma            the tensor-core kernel's CUDA tests, then the benchmark with it beside the first
 #   benchmarks/h200.sh step           each of the 4.1B rig's quantized products and their sum over a step, both kernels
+#   benchmarks/h200.sh events         the kernels timed on the GPU alone (CUDA events through CuPy), bar and rig shapes
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
 #                                     (MMA=1: the quantized products on tensor cores)
@@ -58,6 +59,11 @@ mma() {
 
 step() {
     timeout 300 "$PY" -m benchmarks.quantized_skinny --shapes rig --bits 4,8 --rows 1,4 --mma --reps 20 2>&1
+}
+
+events() {
+    timeout 200 "$PY" -m benchmarks.kernel_events --rows 1,2,3,4 --resident 2>&1
+    timeout 100 "$PY" -m benchmarks.kernel_events --shapes rig --rows 1,4 2>&1
 }
 
 rigs() {

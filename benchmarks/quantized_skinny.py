@@ -1,7 +1,7 @@
 """The few-row quantized product kernel against MLX's own quantized product, on a CUDA GPU.
 
     python -m benchmarks.quantized_skinny [--bits 4,8] [--group-size 64] [--rows 1,2,4,8,16]
-                                          [--rows-per-warp 0] [--splits 0] [--mma]
+                                          [--rows-per-warp 0] [--splits 0] [--loops auto] [--mma]
                                           [--mma-rounds 256] [--reps 30] [--shapes bar|rig]
 
 For three weight shapes (``--shapes bar``: an MLP 12288 wide over a hidden size of 4096, where the bar was first
@@ -9,7 +9,9 @@ measured, and a 4096 x 4096 projection) or for every quantized product in the 4.
 rig``: an MLP 8192 wide, 1024 x 4096 and 32 x 4096 projections, a 14336-token LM head; then their sum over the
 step, each counted as often as the step runs it): milliseconds per product (20 products queued, then waited on) with
 ``mx.quantized_matmul`` and with the kernel (at each ``--rows-per-warp`` and each ``--splits``, the warps
-sharing a set of weight rows; 0 is the kernel's own choice, for the number of rows and for the shape) and, with
+sharing a set of weight rows; 0 is the kernel's own choice, for the number of rows and for the shape; and at each
+``--loops``: ``auto`` the kernel's own loop order for the number of rows, ``rows`` each input row through the
+weights, ``weights`` each weight through the input rows, the same arithmetic either way) and, with
 ``--mma``, the tensor-core kernel (quantized_mma.py) at each ``--splits`` and each ``--mma-rounds`` (the codes
 of a weight row a warp loads at once), for each number of rows, all measured interleaved, median (min-max) over
 ``--reps``; then each one's k-row ÷ 1-row ratio (median of the per-repetition ratios, min-max), against the bar
@@ -21,6 +23,7 @@ do not change a row's arithmetic, so each row bucket may take its own.
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import statistics
 import time
@@ -55,6 +58,8 @@ def main() -> None:
     parser.add_argument("--rows", type=_ints, default=[1, 2, 4, 8, 16])
     parser.add_argument("--rows-per-warp", type=_ints, default=[0])
     parser.add_argument("--splits", type=_ints, default=[0])
+    parser.add_argument("--loops", type=lambda text: text.split(","), default=["auto"],
+                        help="loop orders of the CUDA-core kernel: auto, rows, weights")
     parser.add_argument("--mma", action="store_true", help="also the tensor-core kernel (4 and 8 bits)")
     parser.add_argument("--mma-rounds", type=_ints, help="codes per round (default: the kernel's own)")
     parser.add_argument("--reps", type=int, default=30)
@@ -86,13 +91,14 @@ def main() -> None:
             variants = {"mlx": lambda x: mx.quantized_matmul(x, wq, scales=scales, biases=biases, transpose=True,
                                                              group_size=g, bits=bits)}
             own_split = {}  # label -> its rows per warp, for the kernels at the shape's own K split
-            for nw in args.rows_per_warp:
-                for split in args.splits:
-                    label = f"kernel/{nw or 'auto'}x{split or f'auto={k_split(n, k, bits)}'}"
-                    variants[label] = lambda x, nw=nw, split=split: product(x, wq, scales, biases, bits,
-                                                                            nw or None, split or None)
-                    if not split:
-                        own_split[label] = nw or "auto"
+            for nw, split, loop in itertools.product(args.rows_per_warp, args.splits, args.loops):
+                label = f"kernel/{nw or 'auto'}x{split or f'auto={k_split(n, k, bits)}'}"
+                label += "" if loop == "auto" else f"/{loop}"
+                weight_loop = {"auto": None, "rows": False, "weights": True}[loop]
+                variants[label] = lambda x, nw=nw, split=split, weight_loop=weight_loop: product(
+                    x, wq, scales, biases, bits, nw or None, split or None, weight_loop)
+                if not split and loop == "auto":
+                    own_split[label] = nw or "auto"
             for split in args.splits if args.mma and bits in quantized_mma.BITS else []:
                 for codes in args.mma_rounds or [quantized_mma.CODES_PER_ROUND]:
                     label = f"mma/{split or f'auto={quantized_mma.k_split(n, k)}'}/{codes}"

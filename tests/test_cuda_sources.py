@@ -27,7 +27,7 @@ def _quantized(dtype: str) -> dict[str, str]:
     return {name: {"T": dtype, "S": dtype}.get(kind, kind) for name, kind in QUANTIZED_INPUTS.items()}
 
 
-SKINNY_QUANTIZED = ([(bits, rows, split, "bfloat16") for bits in (4, 8) for rows in (1, 4, 16)
+SKINNY_QUANTIZED = ([(bits, rows, split, "bfloat16") for bits in (4, 8) for rows in (1, 2, 3, 4, 16)
                      for split in (1, quantized_skinny.MAX_K_SPLIT)]
                     + [(bits, rows, 1, "bfloat16") for bits in (2, 3, 5, 6) for rows in (1, 4, 16)]
                     + [(4, 4, 1, "float16"), (4, 4, 1, "float32")])
@@ -36,9 +36,11 @@ SKINNY_QUANTIZED = ([(bits, rows, split, "bfloat16") for bits in (4, 8) for rows
 @pytest.mark.parametrize(("bits", "rows", "split", "dtype"), SKINNY_QUANTIZED)
 def test_the_quantized_kernel_compiles(bits, rows, split, dtype):
     template = {"T": dtype, "S": dtype, "MR": quantized_skinny.row_bucket(rows),
-                "NW": quantized_skinny.rows_per_warp(bits, rows), "BITS": bits, "E": quantized_skinny.lane_step(bits),
-                "KS": split, "WARPS": quantized_skinny.WARPS}
-    _compiles_cleanly(nvrtc.wrap(quantized_skinny.SOURCE, _quantized(dtype), {"y": dtype}, template))
+                "NW": quantized_skinny.rows_per_warp(bits, rows, 12288, 4096), "BITS": bits,
+                "E": quantized_skinny.lane_step(bits), "KS": split, "WARPS": quantized_skinny.WARPS,
+                "PER_WEIGHT": int(quantized_skinny.per_weight(bits, rows))}
+    _compiles_cleanly(nvrtc.wrap(quantized_skinny.SOURCE, _quantized(dtype), {"y": dtype}, template,
+                                 quantized_skinny.HEADER))
 
 
 TENSOR_CORES = ([(bits, dtype, group_size, rows, 1, quantized_mma.CODES_PER_ROUND) for bits in quantized_mma.BITS

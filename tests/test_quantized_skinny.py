@@ -6,8 +6,8 @@ drafter identical to drafter off on quantized checkpoints there)."""
 import pytest
 
 from engines.mlx import linear
-from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
-                                          unpack)
+from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split,
+                                          per_weight, product, row_bucket, rows_per_warp, unpack)
 from engines.mlx.recurrence import use_cuda_kernel
 from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_emulation_keeps_shape_and_dtype,
                                      assert_kernel_is_mlxs_product, cuda, mlx_product, product_magnitude,
@@ -115,9 +115,10 @@ def test_each_row_of_a_k_row_product_is_its_one_row_product(bits, dtype, split):
 
 @cuda
 @pytest.mark.parametrize("bits", [4, 8])
-def test_the_rows_per_warp_leave_every_row_as_it_is(bits):
-    """They only choose which warp computes which output rows (the split comes from the weight's shape), so a row
-    bucket may take the fastest of them."""
+def test_the_rows_per_warp_and_the_loop_order_leave_every_row_as_it_is(bits):
+    """The rows per warp only choose which warp computes which output rows (the split comes from the weight's
+    shape), and either loop order makes the same fused multiply-adds in the same order, so a row bucket may take
+    the fastest of them."""
     import mlx.core as mx
 
     # 4096 x 12288: a shape that the split serves, whatever the rows per warp would have made of it
@@ -125,7 +126,21 @@ def test_the_rows_per_warp_leave_every_row_as_it_is(bits):
     x = mx.random.normal((4, 12288)).astype(mx.bfloat16)
     usual = product(x, wq, scales, biases, bits)
     for warp_rows in (1, 2, 4, 8):
-        assert mx.array_equal(product(x, wq, scales, biases, bits, warp_rows), usual), warp_rows
+        for weight_loop in (False, True):
+            assert mx.array_equal(product(x, wq, scales, biases, bits, warp_rows, weight_loop=weight_loop),
+                                  usual), (warp_rows, weight_loop)
+
+
+def test_row_buckets_are_exact_up_to_four_rows_then_powers_of_two():
+    assert [row_bucket(rows) for rows in (1, 2, 3, 4, 5, 8, 9, 16)] == [1, 2, 3, 4, 8, 8, 16, 16]
+    assert [per_weight(4, rows) for rows in (1, 2, 3, 4, 5)] == [False, True, False, True, False]
+    assert not per_weight(5, 4)  # only the widths it was timed at
+
+
+def test_one_row_at_4_bits_reads_eight_weight_rows_a_warp_only_where_that_still_makes_enough_warps():
+    assert [rows_per_warp(4, 1, n, k) for n, k in ((12288, 4096), (4096, 12288), (4096, 4096), (1024, 4096))] \
+        == [8, 8, 4, 4]
+    assert rows_per_warp(8, 1, 12288, 4096) == 4
 
 
 @cuda

@@ -41,10 +41,28 @@ def lane_step(bits: int) -> int:
     return 16 if bits == 8 else 32
 
 
+HEADER = """
+// Element e of a lane's step, dequantized: its code out of the packed words, then scale * q + bias in float32
+template <int BITS, int W>
+__device__ __forceinline__ float specchat_weight(const unsigned int (&words)[W], int e, float scale, float bias) {
+    constexpr unsigned int MASK = (1u << BITS) - 1u;
+    const int bit = e * BITS;
+    const int word = bit / 32;
+    const int shift = bit % 32;
+    unsigned int q = words[word] >> shift;
+    if (shift + BITS > 32 && word + 1 < W) {
+        q |= words[word + 1] << (32 - shift);
+    }
+    // float(q) exactly, as 2**23 + q read as a float minus 2**23: full-rate logic and an add where an integer
+    // conversion runs at a fraction of the rate on NVIDIA GPUs
+    const float qf = __uint_as_float((q & MASK) | 0x4B000000u) - 8388608.0f;
+    return __fmaf_rn(scale, qf, bias);
+}
+"""
+
 SOURCE = """
     constexpr int W = E * BITS / 32;
     constexpr int XV = 16 / sizeof(T);
-    constexpr unsigned int MASK = (1u << BITS) - 1u;
     const int M = x_shape[0];
     const int K = x_shape[1];
     const int N = wq_shape[0];
@@ -95,35 +113,52 @@ SOURCE = """
         }
         #pragma unroll
         for (int s = 0; s < E / XV; ++s) {
-            float wf[NW][XV];
-            #pragma unroll
-            for (int r = 0; r < NW; ++r) {
+            if (PER_WEIGHT) {
+                // each weight dequantized once and multiplied with every input row's element beside it; the
+                // input's 16 bytes of every row loaded first (rows past M read row M - 1, never written)
+                uint4 x_pack[MR];
+                #pragma unroll
+                for (int m = 0; m < MR; ++m) {
+                    x_pack[m] = reinterpret_cast<const uint4*>(x + (size_t)min(m, M - 1) * K + (size_t)i * E)[s];
+                }
                 #pragma unroll
                 for (int j = 0; j < XV; ++j) {
-                    const int bit = (s * XV + j) * BITS;
-                    const int word = bit / 32;
-                    const int shift = bit % 32;
-                    unsigned int q = words[r][word] >> shift;
-                    if (shift + BITS > 32 && word + 1 < W) {
-                        q |= words[r][word + 1] << (32 - shift);
+                    float xf[MR];
+                    #pragma unroll
+                    for (int m = 0; m < MR; ++m) {
+                        xf[m] = static_cast<float>(reinterpret_cast<const T*>(&x_pack[m])[j]);
                     }
-                    // float(q) exactly, as 2**23 + q read as a float minus 2**23: full-rate logic and an
-                    // add where an integer conversion runs at a fraction of the rate on NVIDIA GPUs
-                    const float qf = __uint_as_float((q & MASK) | 0x4B000000u) - 8388608.0f;
-                    wf[r][j] = __fmaf_rn(scale[r], qf, bias[r]);
+                    #pragma unroll
+                    for (int r = 0; r < NW; ++r) {
+                        const float wf = specchat_weight<BITS, W>(words[r], s * XV + j, scale[r], bias[r]);
+                        #pragma unroll
+                        for (int m = 0; m < MR; ++m) {
+                            acc[r][m] = __fmaf_rn(wf, xf[m], acc[r][m]);
+                        }
+                    }
                 }
-            }
-            #pragma unroll
-            for (int m = 0; m < MR; ++m) {
-                if (m < M) {
-                    const uint4 x_pack = reinterpret_cast<const uint4*>(x + (size_t)m * K + (size_t)i * E)[s];
-                    const T* xs = reinterpret_cast<const T*>(&x_pack);
+            } else {
+                // the 16 bytes' weights dequantized first, then each input row's elements through all of them
+                float wf[NW][XV];
+                #pragma unroll
+                for (int r = 0; r < NW; ++r) {
                     #pragma unroll
                     for (int j = 0; j < XV; ++j) {
-                        const float xf = static_cast<float>(xs[j]);
+                        wf[r][j] = specchat_weight<BITS, W>(words[r], s * XV + j, scale[r], bias[r]);
+                    }
+                }
+                #pragma unroll
+                for (int m = 0; m < MR; ++m) {
+                    if (m < M) {
+                        const uint4 x_pack = reinterpret_cast<const uint4*>(x + (size_t)m * K + (size_t)i * E)[s];
+                        const T* xs = reinterpret_cast<const T*>(&x_pack);
                         #pragma unroll
-                        for (int r = 0; r < NW; ++r) {
-                            acc[r][m] = __fmaf_rn(wf[r][j], xf, acc[r][m]);
+                        for (int j = 0; j < XV; ++j) {
+                            const float xf = static_cast<float>(xs[j]);
+                            #pragma unroll
+                            for (int r = 0; r < NW; ++r) {
+                                acc[r][m] = __fmaf_rn(wf[r][j], xf, acc[r][m]);
+                            }
                         }
                     }
                 }
@@ -172,7 +207,7 @@ def _kernel():
     import mlx.core as mx
 
     return mx.fast.cuda_kernel(name="specchat_quantized_skinny", input_names=["x", "wq", "scales", "biases"],
-                               output_names=["y"], source=SOURCE)
+                               output_names=["y"], source=SOURCE, header=HEADER)
 
 
 def shape_fits(x, wq, scales, biases, group_size: int, bits: int) -> bool:
@@ -196,19 +231,35 @@ def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affi
 
 
 def row_bucket(rows: int) -> int:
-    """The number of rows a kernel is compiled for: the next power of two (a compiled kernel serves up to
-    that many, each row computed as in every other)."""
-    return 1 << (rows - 1).bit_length()
+    """The number of rows a kernel is compiled for: up to four exactly (a verify's usual blocks, none paying for a
+    row it does not have), then the next power of two (a compiled kernel serves up to that many, each row computed
+    as in every other)."""
+    return rows if rows <= 4 else 1 << (rows - 1).bit_length()
 
 
-def rows_per_warp(bits: int, rows: int) -> int:
-    """The weight rows a warp reads together for this many input rows. They leave each row's arithmetic as it
-    is (only which warp computes an output row), so each row bucket takes what served it fastest on an H200
-    (benchmarks/RESULTS.md): at 4 bits eight rows per warp for up to four input rows (a warp's loads of x and
-    its code conversions then serve twice the weight rows: about a tenth off four rows at 12288 x 4096 and
-    4096 x 12288), and four beyond (eight rows' accumulators for 8 or 16 inputs cost registers); elsewhere
-    four, as at 8 bits, where eight measured no faster."""
-    return 8 if bits == 4 and row_bucket(rows) <= 4 else ROWS_PER_WARP
+def per_weight(bits: int, rows: int) -> bool:
+    """Whether the kernel takes each weight through every input row (else each input row through the weights of
+    16 bytes). Both are the same fused multiply-adds in the same order for every output element, so each row
+    bucket takes what served it fastest in CUDA-event timings on an H200 (``python -m benchmarks.kernel_events``,
+    benchmarks/RESULTS.md): per weight for two and four rows at 4 and 8 bits (four rows' product up to a fifth
+    cheaper at the rig's shapes); per input row for one row, where per weight takes more registers and ran no
+    faster, for three, where it ran slower at 4 bits, and for eight or more, where it takes too many registers."""
+    return bits in (4, 8) and row_bucket(rows) in (2, 4)
+
+
+def rows_per_warp(bits: int, rows: int, n: int, k: int) -> int:
+    """The weight rows a warp reads together for this many input rows and an (n, k) weight. They leave each row's
+    arithmetic as it is (only which warp computes an output row), so each takes what served it fastest in the
+    same timings: for one row at 4 bits eight, where a warp's loads of x and its code conversions then serve
+    twice the weight rows, as long as that still makes half of ``WARPS_IN_FLIGHT`` warps (four for a smaller
+    weight: 4096 x 4096 ran in 10 microseconds instead of 12, 1024 x 4096 in 7 instead of 10); per weight
+    (``per_weight``) eight for two rows and four for four (their accumulators cost registers); four otherwise."""
+    bucket = row_bucket(rows)
+    if bucket == 1 and bits == 4:
+        return 8 if -(-n // 8) * k_split(n, k, bits) >= WARPS_IN_FLIGHT // 2 else ROWS_PER_WARP
+    if per_weight(bits, rows):
+        return 8 if bucket == 2 else ROWS_PER_WARP
+    return ROWS_PER_WARP
 
 
 def k_split(n: int, k: int, bits: int) -> int:
@@ -229,23 +280,27 @@ def fewest_sharing(warps: int, steps: int, in_flight: int, most: int) -> int:
     return split
 
 
-def product(x, wq, scales, biases, bits: int, warp_rows: int | None = None, split: int | None = None):
+def product(x, wq, scales, biases, bits: int, warp_rows: int | None = None, split: int | None = None,
+            weight_loop: bool | None = None):
     """``x @ dequantize(wq, scales, biases).T`` for an ``x`` of up to ``MAX_ROWS`` rows (any leading shape).
 
-    Only the activation dtype, the row bucket, the rows per warp (``rows_per_warp`` unless given), the K split
-    (``k_split`` of the weight's shape unless given) and the bit width are compiled in (and the scales' dtype,
-    unused in the source but part of the kernel's name: their pointer type differs); the shape and group size are
-    read at run time, so a model's layers share a handful of kernels."""
+    Only the activation dtype, the row bucket, the rows per warp (``rows_per_warp`` unless given), the loop order
+    (``per_weight`` unless ``weight_loop`` is given), the K split (``k_split`` of the weight's shape unless given)
+    and the bit width are compiled in (and the scales' dtype, unused in the source but part of the kernel's name:
+    their pointer type differs); the shape and group size are read at run time, so a model's layers share a
+    handful of kernels."""
     rows, k = x.size // x.shape[-1], x.shape[-1]
     n = wq.shape[0]
     # the split from the weight's shape alone (at the default rows per warp), so that a row is computed the one
     # way whatever the rows per warp: those only choose which warp computes which output rows
     split = split or k_split(n, k, bits)
-    warp_rows = warp_rows or rows_per_warp(bits, rows)
+    warp_rows = warp_rows or rows_per_warp(bits, rows, n, k)
+    weight_loop = per_weight(bits, rows) if weight_loop is None else weight_loop
     out = _kernel()(
         inputs=[x.reshape(rows, k), wq, scales, biases],
         template=[("T", x.dtype), ("S", scales.dtype), ("MR", row_bucket(rows)), ("NW", warp_rows),
-                  ("BITS", bits), ("E", lane_step(bits)), ("KS", split), ("WARPS", WARPS)],
+                  ("BITS", bits), ("E", lane_step(bits)), ("KS", split), ("WARPS", WARPS),
+                  ("PER_WEIGHT", int(weight_loop))],
         grid=(LANES, -(-n // warp_rows) * split, 1),
         threadgroup=(LANES, WARPS, 1),
         output_shapes=[(rows, n)],
