@@ -32,6 +32,17 @@ def burners():
             process.wait(timeout=10)
 
 
+def assert_the_burners_show(busy: dict, quiet: dict) -> None:
+    """A server's reading taken with the burners is flagged and, where the reading without them left room, no lower
+    beyond a few ticks. On a machine that other work already filled (90% or more without the burners) a reading is
+    100% less the server's own share, which its work moves by several points, so there the comparison would only
+    measure that share."""
+    assert busy["flagged"] is True
+    if quiet["percent"] < 90:
+        assert busy["percent"] >= quiet["percent"] - 5
+    assert quiet["flagged"] is (quiet["percent"] > THRESHOLD * 100)
+
+
 def watched(seconds: float) -> dict:
     watch = CpuWatch()
     end = time.monotonic() + seconds
@@ -117,8 +128,7 @@ def test_a_race_on_a_busy_machine_says_so_and_a_quiet_one_does_not(fake_server):
         with burners():
             ws.send({"type": "race", "id": "busy", "text": "hello", "runs": 2})
             busy, _ = ws.until("race_done", timeout=120, id="busy")
-    assert busy["busy"]["flagged"] is True and busy["busy"]["percent"] >= quiet["busy"]["percent"] - 5
-    assert quiet["busy"]["flagged"] is (quiet["busy"]["percent"] > THRESHOLD * 100)
+    assert_the_burners_show(busy["busy"], quiet["busy"])
     for summary in (quiet, busy):
         receipt = requests.get(fake_server.url + summary["receipt"]).json()["receipt"]
         assert receipt["busy"] == summary["busy"]
@@ -140,8 +150,7 @@ def test_a_chat_replys_stats_say_how_busy_the_machine_was(fake_server):
                 busy = ws.chat("busy")[0]["stats"]["busy"]
     finally:
         engine.delay_s = fast
-    assert busy["flagged"] is True and busy["percent"] >= quiet["percent"] - 5
-    assert quiet["flagged"] is (quiet["percent"] > THRESHOLD * 100)
+    assert_the_burners_show(busy, quiet)
 
 
 def test_a_calibration_on_a_busy_machine_says_so_in_its_baseline(fake_server):
@@ -149,6 +158,5 @@ def test_a_calibration_on_a_busy_machine_says_so_in_its_baseline(fake_server):
     with burners():
         busy = requests.post(fake_server.url + "/api/calibrate").json()["baseline"]
     assert quiet["source"] == busy["source"] == "calibration"
-    assert busy["busy"]["flagged"] is True and busy["busy"]["percent"] >= quiet["busy"]["percent"] - 5
-    assert quiet["busy"]["flagged"] is (quiet["busy"]["percent"] > THRESHOLD * 100)
+    assert_the_burners_show(busy["busy"], quiet["busy"])
     assert requests.get(fake_server.url + "/api/baseline").json()["baseline"]["busy"] == busy["busy"]
