@@ -27,7 +27,7 @@ import itertools
 import statistics
 import time
 
-from benchmarks.quantized_skinny import RIG_SHAPES, SHAPES
+from benchmarks.quantized_skinny import RIG_SHAPES, SHAPES, _ints, _median_range
 
 GROUP_SIZE = 64
 QUEUED = 20
@@ -95,14 +95,10 @@ def variants(n: int, k: int, bits: int, rows: int) -> dict[str, tuple[str, tuple
     return out
 
 
-def _range(values: list[float]) -> str:
-    return f"{statistics.median(values):.1f} ({min(values):.1f}-{max(values):.1f})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bits", type=lambda t: [int(b) for b in t.split(",")], default=[4, 8])
-    parser.add_argument("--rows", type=lambda t: [int(r) for r in t.split(",")], default=[1, 2, 4])
+    parser.add_argument("--bits", type=_ints, default=[4, 8])
+    parser.add_argument("--rows", type=_ints, default=[1, 2, 4])
     parser.add_argument("--shapes", choices=["bar", "rig"], default="bar")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--resident", action="store_true", help="also time one weight copy, in cache")
@@ -111,6 +107,7 @@ def main() -> None:
     import cupy as cp
     import numpy as np
 
+    places = ("streamed", "resident") if args.resident else ("streamed",)
     shapes = {name: shape[:2] for name, shape in (RIG_SHAPES if args.shapes == "rig" else SHAPES).items()}
     plans = {(bits, n, k, rows): variants(n, k, bits, rows) for bits in args.bits for n, k in shapes.values()
              for rows in args.rows}
@@ -118,6 +115,7 @@ def main() -> None:
     start = time.perf_counter()
     module = cp.RawModule(code=module_source(), options=("--std=c++17",), name_expressions=names)
     spin = module.get_function("spin")
+    kernels = {name: module.get_function(name) for name in names}
     print(f"{cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}: {len(names)} kernels compiled in "
           f"{time.perf_counter() - start:.0f} s; microseconds per product, median (min-max) of {args.reps}")
     rng = np.random.default_rng(0)
@@ -138,7 +136,7 @@ def main() -> None:
 
         def launch(plan, rows, weight):
             name, grid, block = plan
-            module.get_function(name)(grid, block, (x, *weight, y, np.int32(rows), np.int32(k), np.int32(n),
+            kernels[name](grid, block, (x, *weight, y, np.int32(rows), np.int32(k), np.int32(n),
                                                     np.int32(groups)))
 
         times, same = {}, True
@@ -150,7 +148,7 @@ def main() -> None:
                     engine_out = out
                 elif variant != "tensor cores":
                     same &= bool((out == engine_out).all())
-                for place in ("streamed", "resident") if args.resident else ("streamed",):
+                for place in places:
                     values = []
                     for rep in range(args.reps + 2):
                         spin((1, 1, 1), (1, 1, 1), (np.int64(SPIN_CYCLES),))
@@ -164,7 +162,7 @@ def main() -> None:
                     times[variant, rows, place] = values
         print(f"\n{label}, {bits}-bit ({copies} weight copies streamed); every CUDA-core variant's rows equal the "
               f"engine's bit for bit: {'yes' if same else 'NO'}")
-        for place in ("streamed", "resident") if args.resident else ("streamed",):
+        for place in places:
             print(f"  {place}: {'variant':>12}  " + "  ".join(f"{rows} row{'s' if rows > 1 else '':<1}".rjust(18)
                                                             for rows in args.rows) + "  ratios to 1 row")
             first = min(args.rows)
@@ -177,7 +175,8 @@ def main() -> None:
                     ratios += " (÷ engine's 1 row: " + " ".join(
                         f"{rows}/{first} {medians[rows] / one_row:.2f}" for rows in args.rows) + ")"
                 print(f"  {'':>{len(place)}}  {variant:>12}  "
-                      + "  ".join(_range(times[variant, rows, place]).rjust(18) for rows in args.rows) + f"  {ratios}")
+                      + "  ".join(_median_range(times[variant, rows, place], 1).rjust(18) for rows in args.rows)
+                      + f"  {ratios}")
         del weights
         cp.get_default_memory_pool().free_all_blocks()
 

@@ -7,6 +7,7 @@ import pytest
 from engines import Message
 from engines.mlx.decoding import Decoder, Sampling
 from engines.mlx.loading import load_drafter, load_model
+from tests.support.quantized import product_magnitude
 
 pytestmark = pytest.mark.slow
 
@@ -95,9 +96,8 @@ def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time
         if not mx.metal.is_available():
             assert mx.array_equal(rows, module(x))  # the route is the layer itself here
         # on Metal mlx-vlm's kernels are MLX's own quantized product up to the output's rounding
-        weight = mx.dequantize(module.weight, module.scales, getattr(module, "biases", None),
-                               group_size=module.group_size, bits=module.bits).astype(mx.float32)
-        magnitude = mx.abs(x.astype(mx.float32)) @ mx.abs(weight).T
+        magnitude = product_magnitude(x, module.weight, module.scales, getattr(module, "biases", None),
+                                      module.group_size, module.bits)
         if getattr(module, "bias", None) is not None:
             magnitude = magnitude + mx.abs(module.bias.astype(mx.float32))
         error = mx.abs(rows.astype(mx.float32) - module(x).astype(mx.float32))

@@ -262,6 +262,7 @@ def rows_per_warp(bits: int, rows: int, n: int, k: int) -> int:
     return ROWS_PER_WARP
 
 
+@lru_cache(maxsize=None)  # called for every product of a step, over a model's handful of shapes
 def k_split(n: int, k: int, bits: int) -> int:
     """How many warps share a set of weight rows: the fewest that put ``WARPS_IN_FLIGHT`` warps to work, as
     long as every lane still takes two steps or more. A product over few output rows and a long K (a
