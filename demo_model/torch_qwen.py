@@ -72,8 +72,12 @@ class Attention(nn.Module):
 
     def attend(self, q, k, v, gate, mask=None):
         B, _, L, _ = q.shape
+        if mask is not None:
+            # A masked call must reach the memory-efficient kernel, which takes no grouped heads: without it
+            # (and with cuDNN's attention off, see train.py) PyTorch falls back to materialising the scores.
+            k, v = (t.repeat_interleave(self.nh // self.nkv, dim=1) for t in (k, v))
         out = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.hd**-0.5, enable_gqa=True
+            q, k, v, attn_mask=mask, is_causal=mask is None, scale=self.hd**-0.5, enable_gqa=mask is None
         )
         return self.o_proj(out.transpose(1, 2).reshape(B, L, -1) * torch.sigmoid(gate))
 
@@ -89,26 +93,12 @@ class ConvWeight(nn.Module):
         self.weight = nn.Parameter(torch.empty(channels, kernel, 1).uniform_(-1, 1) / math.sqrt(kernel))
 
 
-def gated_delta_chunked(q, k, v, g, beta, C: int = 64):
-    """The gated delta rule over a whole sequence from a zero state (mlx-vlm's chunked scan).
+def _chunk_terms(q, k, v, g, beta, C: int):
+    """Per-chunk terms of the chunked scan, each chunk on its own (no state yet).
 
-    q, k: [B, T, H, Dk]; v: [B, T, H, Dv]; g, beta: [B, T, H]. Returns y: [B, T, H, Dv].
+    Returns the output's within-chunk part MU0 and its state reader Qeff, and each chunk's state update as an
+    affine map S -> S @ P + Q (S is [.., Dv, Dk]). Inputs are float32, padded to whole chunks, [B, H, n, C, D].
     """
-    B, T, H, Dk = q.shape
-    Dv = v.shape[-1]
-    pad = (C - T % C) % C
-    if pad:
-        q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
-        g = F.pad(g, (0, 0, 0, pad), value=1.0)
-        beta = F.pad(beta, (0, 0, 0, pad))
-    n = (T + pad) // C
-
-    def rc(x, D):
-        return x.reshape(B, n, C, H, D).permute(0, 3, 1, 2, 4).float()
-
-    q, k, v = rc(q, Dk), rc(k, Dk), rc(v, Dv)
-    g = g.reshape(B, n, C, H).permute(0, 3, 1, 2).float()
-    beta = beta.reshape(B, n, C, H).permute(0, 3, 1, 2).float()
     lcg = torch.cumsum(torch.log(g.clamp(1e-6, 1.0)), dim=-1)
     cumg = lcg.exp()
     lower_incl = torch.tril(torch.ones(C, C, device=q.device))
@@ -123,17 +113,46 @@ def gated_delta_chunked(q, k, v, g, beta, C: int = 64):
     M = dr * (q @ k.transpose(-1, -2)) * lower_incl
     Qeff = cumg[..., :, None] * q - M @ Kt
     MU0 = M @ U0
-    cumg_last = cumg[..., -1]
-    ratio_last = (lcg[..., -1, None] - lcg).exp()
-    S = q.new_zeros(B, H, Dv, Dk)
-    ys = []
-    for c in range(n):
-        St = S.transpose(-1, -2)
-        ys.append(MU0[:, :, c] + Qeff[:, :, c] @ St)
-        Uc = U0[:, :, c] - Kt[:, :, c] @ St
-        S = cumg_last[:, :, c][..., None, None] * S + (ratio_last[:, :, c][..., None] * Uc).transpose(-1, -2) @ k[:, :, c]
-    y = torch.stack(ys, dim=2).permute(0, 2, 3, 1, 4).reshape(B, T + pad, H, Dv)[:, :T]
-    return y
+    # Chunk c takes S to cumg_last * S + ((ratio * (U0 - Kt @ S^T))^T @ k), which is affine in S.
+    rk = (lcg[..., -1, None] - lcg).exp()[..., None] * k
+    P = cumg[..., -1, None, None] * torch.eye(k.shape[-1], device=q.device) - Kt.transpose(-1, -2) @ rk
+    Q = U0.transpose(-1, -2) @ rk
+    return MU0, Qeff, P, Q
+
+
+def gated_delta_chunked(q, k, v, g, beta, C: int = 64):
+    """The gated delta rule over a whole sequence from a zero state (mlx-vlm's chunked scan).
+
+    q, k: [B, T, H, Dk]; v: [B, T, H, Dv]; g, beta: [B, T, H]. Returns y: [B, T, H, Dv].
+    The chunks' state updates are composed by a parallel prefix scan (log2 of the chunk count rounds of
+    batched products) rather than one chunk after another: the same maths, far fewer kernel launches.
+    """
+    B, T, H, Dk = q.shape
+    Dv = v.shape[-1]
+    pad = (C - T % C) % C
+    if pad:
+        q, k, v = (F.pad(t, (0, 0, 0, 0, 0, pad)) for t in (q, k, v))
+        g = F.pad(g, (0, 0, 0, pad), value=1.0)
+        beta = F.pad(beta, (0, 0, 0, pad))
+    n = (T + pad) // C
+
+    def rc(x, D):
+        return x.reshape(B, n, C, H, D).permute(0, 3, 1, 2, 4).float()
+
+    g = g.reshape(B, n, C, H).permute(0, 3, 1, 2).float()
+    beta = beta.reshape(B, n, C, H).permute(0, 3, 1, 2).float()
+    MU0, Qeff, P, Q = _chunk_terms(rc(q, Dk), rc(k, Dk), rc(v, Dv), g, beta, C)
+    # Inclusive scan: after it, Q[c] is the state after chunk c (from a zero state).
+    step = 1
+    while step < n:
+        P, Q = (
+            torch.cat([P[:, :, :step], P[:, :, :-step] @ P[:, :, step:]], dim=2),
+            torch.cat([Q[:, :, :step], Q[:, :, :-step] @ P[:, :, step:] + Q[:, :, step:]], dim=2),
+        )
+        step *= 2
+    before = torch.cat([torch.zeros_like(Q[:, :, :1]), Q[:, :, :-1]], dim=2)
+    y = MU0 + Qeff @ before.transpose(-1, -2)
+    return y.permute(0, 2, 3, 1, 4).reshape(B, T + pad, H, Dv)[:, :T]
 
 
 class GatedDeltaNet(nn.Module):

@@ -180,6 +180,9 @@ def main() -> None:
     random.seed(args.seed)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
+    # cuDNN's attention builds a plan for every new batch shape (about a second each), and the length-grouped
+    # batches change shape nearly every step; the flash and memory-efficient kernels need no plan.
+    torch.backends.cuda.enable_cudnn_sdp(False)
 
     t0 = time.time()
     data = build_data(tokenizer_file, args.samples, args.seed, args.workers, args.augment)
