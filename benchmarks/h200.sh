@@ -10,8 +10,9 @@
 #   benchmarks/h200.sh events         the kernels timed on the GPU alone (CUDA events through CuPy), bar and rig shapes
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
-#                                     (MMA=1: the quantized products on tensor cores)
-#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: the kernel, on tensor cores, MLX's
+#                                     (CUDA_CORES=1: the 4- and 8-bit products on the CUDA-core kernel)
+#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: tensor cores (the engine's), the CUDA-core
+#                                     kernel, MLX's product
 #   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
@@ -83,13 +84,14 @@ drafter() {  # the drafter flag of a rig: the bf16 rig carries its head, a conve
     [ "$1" = bf16 ] || echo "--drafter $STORE/rigs/$1-mtp"
 }
 
-# MMA=1 engine ...: the same with the quantized products on tensor cores (engines/mlx/linear.py's TENSOR_CORES)
-ON_TENSOR_CORES="import runpy, engines.mlx.linear as linear; linear.TENSOR_CORES = True
+# CUDA_CORES=1 engine ...: the same with the 4- and 8-bit products on the CUDA-core kernel, not on tensor cores
+# (engines/mlx/linear.py's TENSOR_CORES)
+ON_CUDA_CORES="import runpy, engines.mlx.linear as linear; linear.TENSOR_CORES = False
 runpy.run_module('webapp', run_name='__main__')"
 
 engine() {  # progress lines go to $STORE/NAME.log with the seconds since the start, the table to the output
     local start bench=(-m webapp)
-    [ "${MMA:-0}" = 1 ] && bench=(-c "$ON_TENSOR_CORES")
+    [ "${CUDA_CORES:-0}" = 1 ] && bench=(-c "$ON_CUDA_CORES")
     for name in "$@"; do
         start=$(date +%s)
         # shellcheck disable=SC2046
@@ -102,7 +104,7 @@ engine() {  # progress lines go to $STORE/NAME.log with the seconds since the st
 
 direct() {
     for name in "$@"; do
-        for kernel in "" --mma --no-kernel; do
+        for kernel in "" --cuda-cores --no-kernel; do
             timeout 300 "$PY" -m benchmarks.rounds "$STORE/rigs/$name" --blocks 2,4 --runs 3 --tokens 256 $kernel \
                 2>&1 | grep -v '^\['
         done

@@ -1,6 +1,7 @@
 """Where a draft/verify round's time goes, and how close the loop comes to its ideal.
 
-    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40] [--no-kernel] [--mma]
+    python -m benchmarks.rounds MODEL [--blocks 2,3,4] [--runs 5] [--tokens 128] [--reps 40] [--no-kernel]
+                                      [--cuda-cores]
                                       [--model-thread]
 
 On specchat's own loop (the one the MLX engine runs), in this process, greedy:
@@ -46,8 +47,9 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=40, help="repetitions of each step timing")
     parser.add_argument("--no-kernel", action="store_true",
                         help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
-    parser.add_argument("--mma", action="store_true",
-                        help="CUDA: 4- and 8-bit products on tensor cores (quantized_mma.py), not the first kernel")
+    parser.add_argument("--cuda-cores", action="store_true",
+                        help="CUDA: 4- and 8-bit products on the CUDA-core kernel (quantized_skinny.py), not on tensor "
+                        "cores")
     parser.add_argument("--model-thread", action="store_true",
                         help="run everything on the engine's MLX thread (its own streams), as the app does")
     args = parser.parse_args()
@@ -72,7 +74,7 @@ def measure(args: argparse.Namespace) -> None:
     from webapp.blas import blas_in_use
 
     linear.FEW_ROW_KERNEL = not args.no_kernel
-    linear.TENSOR_CORES = args.mma
+    linear.TENSOR_CORES = not args.cuda_cores
     loaded = load_model(args.model)
     load_drafter(loaded, None)
     decoder, _, _, _ = _own_decoder(loaded)

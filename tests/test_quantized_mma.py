@@ -35,8 +35,10 @@ def test_emulation_keeps_leading_dimensions_and_the_activation_dtype():
 def test_warps_share_k_by_the_weights_shape_alone():
     # the 4.1B rig's down projection and attention output: 512 warps of eight rows, four take 2,048
     assert k_split(4096, 12288) == k_split(4096, 4096) == MAX_K_SPLIT
-    # gate and up: 1,536 warps, two take 3,072
-    assert k_split(12288, 4096) == 2
+    # gate and up: 1,536 warps, four take 6,144
+    assert k_split(12288, 4096) == MAX_K_SPLIT
+    # a vocabulary-sized head: 18,992 warps are enough alone
+    assert k_split(151936, 4096) == 1
     # small layers: every part keeps two rounds of 256 codes or more
     assert k_split(301, 1536) == 2 and k_split(301, 512) == k_split(96, 512) == 1
 
@@ -61,18 +63,21 @@ def test_float32_activations_and_other_bit_widths_are_not_for_tensor_cores():
         assert not applies(mx.zeros((2, 256), dtype=dtype), wq, scales, biases, 64, bits)
 
 
-KERNELS = [(bits, dtype, group_size, None) for bits in BITS for dtype in ("bfloat16", "float16")
-           for group_size in GROUP_SIZES] + [(bits, "bfloat16", 64, split) for bits in BITS for split in (2, 4)]
+KERNELS = ([(bits, dtype, group_size, None, 1408) for bits in BITS for dtype in ("bfloat16", "float16")
+            for group_size in GROUP_SIZES] + [(bits, "bfloat16", 64, split, 1408) for bits in BITS for split in (2, 4)]
+           + [(bits, dtype, 64, split, 2048) for bits in BITS for dtype in ("bfloat16", "float16") for split in (1, 4)])
 
 
 @cuda
-@pytest.mark.parametrize(("bits", "dtype", "group_size", "split"), KERNELS)
-def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split):
-    # K = 1408: rounds of 256 codes that the groups do not fill at the end
+@pytest.mark.parametrize(("bits", "dtype", "group_size", "split", "k"), KERNELS)
+def test_kernel_is_mlxs_quantized_product(bits, dtype, group_size, split, k):
+    # K = 1408: rounds of 256 codes that the groups do not fill at the end, and parts of a split whose stretches
+    # are not a multiple of four groups (their scales loaded one by one); K = 2048: stretches of 32 and 8 groups,
+    # their scales four at a time
     assert_kernel_is_mlxs_product(lambda x, *weight: product(x, *weight, group_size, bits, split),
                                   lambda x, *weight: emulate(x, *weight, group_size, bits, split),
                                   lambda x, *weight: applies(x, *weight, group_size, bits),
-                                  group_size, bits, dtype, MAX_ROWS)
+                                  group_size, bits, dtype, MAX_ROWS, k=k)
 
 
 @cuda

@@ -54,9 +54,10 @@ def _transposed(x) -> bool:
 
 
 FEW_ROW_KERNEL = True  # CUDA: bfloat16 products over 2-5 rows and quantized ones over 1-16 run specchat's kernels
-# CUDA: 4- and 8-bit products over 1-16 rows on tensor cores (quantized_mma.py) instead of the CUDA-core kernel, once
-# it measures faster through the loop (benchmarks.rounds --mma); one choice for every row, so identity holds either way
-TENSOR_CORES = False
+# CUDA: 4- and 8-bit products over 1-16 rows with bfloat16 or float16 activations on tensor cores (quantized_mma.py),
+# where four rows cost what one does; other bit widths and float32 on the CUDA-core kernel. One choice for every row
+# count, so identity holds either way (benchmarks.rounds --cuda-cores measures the other)
+TENSOR_CORES = True
 
 
 def _product(weight, x):

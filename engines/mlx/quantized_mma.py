@@ -20,9 +20,12 @@ exactly what a one-row step gives it (test_quantized_mma.py holds it on CUDA), a
 ``emulate`` computes the same sums with MLX ops (per group, then in the kernel's order), which a test holds
 against ``mx.quantized_matmul`` on any device.
 
-Measured on an H200, four rows cost 0.96-1.04 one-row products here, but one row 1.2-1.3 times the CUDA-core
-kernel's one row, so the engine keeps that kernel (``linear.TENSOR_CORES``) until this one's one row catches up
-through the loop (``python -m benchmarks.rounds --mma``).
+A round's loads are all issued before its products (the input rows too, up to eight rows and eight groups), and
+the warps that share a set of weight rows each take a contiguous stretch of groups, so that a round's scales and
+biases come four to a load. Measured on an H200 (benchmarks/RESULTS.md), four rows cost 1.01-1.02 one-row products
+here on the GPU alone and 0.97-1.05 through MLX, and one row 0.99-1.12 times the CUDA-core kernel's one row; the
+engine runs this kernel for 4- and 8-bit layers (``linear.TENSOR_CORES``; ``python -m benchmarks.rounds
+--cuda-cores`` runs the other).
 """
 
 from __future__ import annotations
@@ -37,8 +40,9 @@ BITS = (4, 8)
 WEIGHT_ROWS = 8  # per warp: the instruction's eight columns
 LANES = 32
 WARPS = 4  # warps per block
-MAX_K_SPLIT = 4  # the most warps of a block that share a set of weight rows, each taking every KS-th group
-WARPS_IN_FLIGHT = 2048  # half the CUDA-core kernel's, each warp with a round's loads in flight (to be swept)
+MAX_K_SPLIT = 4  # the most warps of a block that share a set of weight rows, each taking a stretch of the groups
+WARPS_IN_FLIGHT = 4096  # the CUDA-core kernel's: at 2,048 the gate and up projections (split in two) took 12%
+# longer than split in four on an H200
 CODES_PER_ROUND = 256  # codes of a weight row a warp loads before it multiplies (a power of two, whole groups)
 
 HEADER = """
@@ -87,6 +91,17 @@ __device__ __forceinline__ void specchat_input(const T* quarter, bool present, u
     }
 }
 
+// Four consecutive 16-bit scales or biases in one 8-byte load, as floats
+template <typename S>
+__device__ __forceinline__ void specchat_four(const S* p, float* out) {
+    const uint2 v = *reinterpret_cast<const uint2*>(p);
+    const S* h = reinterpret_cast<const S*>(&v);
+    #pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        out[j] = static_cast<float>(h[j]);
+    }
+}
+
 __device__ __forceinline__ uint32_t specchat_pack_bf16(float high, float low) {
     uint32_t d;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(high), "f"(low));
@@ -126,6 +141,8 @@ SOURCE = """
     constexpr int XW = Q / 2;                // the input's 16-bit values over them, in 32-bit words
     constexpr int U = CPR / GS;              // groups per round
     constexpr int STEPS = GS / 16;           // instructions per group
+    constexpr bool AHEAD = MR <= 8 && U <= 8;  // a round's input rows loaded with its weights
+    constexpr int XU = AHEAD ? U : 1;
     const uint32_t ONES = BF ? 0x3F803F80u : 0x3C003C00u;
     const int M = x_shape[0];
     const int K = x_shape[1];
@@ -143,28 +160,37 @@ SOURCE = """
     const size_t c1 = (size_t)min(n0 + 2 * tig + 1, N - 1);
     const bool low_rows = gid < M;
     const bool high_rows = MR > 8 && gid + 8 < M;
-    // Pointers at this lane's quarter of group `part`, moved a round at a time: within a round every offset is a
-    // constant, so the loads take no address arithmetic of their own (8% fewer instructions in a round)
+    // Part `part` of a split takes a contiguous stretch of `span` groups: a round's scales and biases are then
+    // side by side, four in one load where they are 16-bit and the stretches start at a multiple of four
+    const int span = (groups + KS - 1) / KS;
+    const int first = min(groups, part * span);
+    const int count = min(groups, first + span) - first;
+    const bool packed = sizeof(*scales) == 2 && U % 4 == 0 && groups % 4 == 0 && span % 4 == 0;
+    // Pointers at this lane's quarter of the part's first group, moved a round at a time: within a round every
+    // offset is a constant, so the loads take no address arithmetic of their own
     constexpr int GROUP_WORDS = GS * BITS / 32;
-    const int quarter = part * GS + tig * Q;
+    const int quarter = first * GS + tig * Q;
     const uint32_t* wp = wq + wrow * (size_t)(K / 32 * BITS) + quarter * BITS / 32;
-    const auto* sp0 = scales + c0 * groups + part;
-    const auto* sp1 = scales + c1 * groups + part;
-    const auto* bp0 = biases + c0 * groups + part;
-    const auto* bp1 = biases + c1 * groups + part;
+    const auto* sp0 = scales + c0 * groups + first;
+    const auto* sp1 = scales + c1 * groups + first;
+    const auto* bp0 = biases + c0 * groups + first;
+    const auto* bp1 = biases + c1 * groups + first;
     const T* xlp = x + (size_t)gid * K + quarter;
     const T* xhp = x + (size_t)(gid + 8) * K + quarter;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int g0 = active ? part : groups; g0 < groups; g0 += KS * U, wp += KS * U * GROUP_WORDS, sp0 += KS * U,
-         sp1 += KS * U, bp0 += KS * U, bp1 += KS * U, xlp += KS * U * GS, xhp += KS * U * GS) {
-        // the weights of U groups first, all loads in flight at once; the input (a few rows, in cache) per group
+    for (int g0 = active ? 0 : count; g0 < count; g0 += U, wp += U * GROUP_WORDS, sp0 += U, sp1 += U, bp0 += U,
+         bp1 += U, xlp += U * GS, xhp += U * GS) {
+        // Every load of the round first: the weights of U groups, their scales and biases and, up to eight rows
+        // and eight groups a round, the input rows over them, all in flight at once. An input row loaded just
+        // before its products (it is in cache) kept each group waiting on its own load: one row took 1.2-1.45
+        // times the CUDA-core kernel's. Sixteen rows or sixteen groups would take more registers than a
+        // multiprocessor has for sixteen warps, so those rounds load the input per group.
         uint32_t w[U][CW];
         float s0[U], s1[U], b0[U], b1[U];
         #pragma unroll
         for (int u = 0; u < U; ++u) {
-            const int g = g0 + u * KS;
-            if (g < groups) {
-                const uint32_t* wu = wp + u * KS * GROUP_WORDS;
+            if (g0 + u < count) {
+                const uint32_t* wu = wp + u * GROUP_WORDS;
                 if (CW % 4 == 0) {
                     #pragma unroll
                     for (int v = 0; v < CW / 4; ++v) {
@@ -181,20 +207,43 @@ SOURCE = """
                 } else {
                     w[u][0] = wu[0];
                 }
-                s0[u] = static_cast<float>(sp0[u * KS]);
-                s1[u] = static_cast<float>(sp1[u * KS]);
-                b0[u] = static_cast<float>(bp0[u * KS]);
-                b1[u] = static_cast<float>(bp1[u * KS]);
+                if (!packed) {
+                    s0[u] = static_cast<float>(sp0[u]);
+                    s1[u] = static_cast<float>(sp1[u]);
+                    b0[u] = static_cast<float>(bp0[u]);
+                    b1[u] = static_cast<float>(bp1[u]);
+                }
+            }
+        }
+        if (packed) {
+            #pragma unroll
+            for (int v = 0; v < U / 4; ++v) {
+                if (g0 + 4 * v < count) {
+                    specchat_four(sp0 + 4 * v, s0 + 4 * v);
+                    specchat_four(sp1 + 4 * v, s1 + 4 * v);
+                    specchat_four(bp0 + 4 * v, b0 + 4 * v);
+                    specchat_four(bp1 + 4 * v, b1 + 4 * v);
+                }
+            }
+        }
+        uint32_t xl[XU][XW];
+        uint32_t xh[XU][XW];
+        if (AHEAD) {
+            #pragma unroll
+            for (int u = 0; u < U; ++u) {
+                specchat_input<XW>(xlp + u * GS, low_rows && g0 + u < count, xl[u % XU]);
             }
         }
         #pragma unroll
         for (int u = 0; u < U; ++u) {
-            if (g0 + u * KS < groups) {
-                uint32_t xl[XW];
-                uint32_t xh[XW];
-                specchat_input<XW>(xlp + u * KS * GS, low_rows, xl);
-                if (MR > 8) {
-                    specchat_input<XW>(xhp + u * KS * GS, high_rows, xh);
+            if (g0 + u < count) {
+                uint32_t (&xlu)[XW] = xl[u % XU];
+                uint32_t (&xhu)[XW] = xh[u % XU];
+                if (!AHEAD) {
+                    specchat_input<XW>(xlp + u * GS, low_rows, xlu);
+                    if (MR > 8) {
+                        specchat_input<XW>(xhp + u * GS, high_rows, xhu);
+                    }
                 }
                 float dq[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 float dx[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -205,12 +254,12 @@ SOURCE = """
                     uint32_t even, odd;
                     specchat_codes<BF, BITS>(piece, even, odd);
                     // the input's x0..x3 there as (x0, x2) and (x1, x3), as the codes are paired
-                    const uint32_t a0 = __byte_perm(xl[2 * i], xl[2 * i + 1], 0x5410);
-                    const uint32_t a2 = __byte_perm(xl[2 * i], xl[2 * i + 1], 0x7632);
+                    const uint32_t a0 = __byte_perm(xlu[2 * i], xlu[2 * i + 1], 0x5410);
+                    const uint32_t a2 = __byte_perm(xlu[2 * i], xlu[2 * i + 1], 0x7632);
                     uint32_t a1 = 0u, a3 = 0u;
                     if (MR > 8) {
-                        a1 = __byte_perm(xh[2 * i], xh[2 * i + 1], 0x5410);
-                        a3 = __byte_perm(xh[2 * i], xh[2 * i + 1], 0x7632);
+                        a1 = __byte_perm(xhu[2 * i], xhu[2 * i + 1], 0x5410);
+                        a3 = __byte_perm(xhu[2 * i], xhu[2 * i + 1], 0x7632);
                     }
                     specchat_mma<BF>(dq, a0, a1, a2, a3, even, odd);
                     specchat_mma<BF>(dx, a0, a1, a2, a3, ONES, ONES);
@@ -310,8 +359,8 @@ def product(x, wq, scales, biases, group_size: int, bits: int, split: int | None
 
 def emulate(x, wq, scales, biases, group_size: int, bits: int, split: int | None = None):
     """``product`` computed with MLX ops in the kernel's order, on any device: per group ``sum(x * q)`` and
-    ``sum(x)`` in float32, then each part's groups (every ``split``-th) added in order as ``scale * sum(x * q)``
-    and ``bias * sum(x)``, then the parts' totals in order."""
+    ``sum(x)`` in float32, then each part's groups (a contiguous stretch of ``ceil(groups / split)``) added in
+    order as ``scale * sum(x * q)`` and ``bias * sum(x)``, then the parts' totals in order."""
     import mlx.core as mx
 
     k, n = x.shape[-1], wq.shape[0]
@@ -325,9 +374,10 @@ def emulate(x, wq, scales, biases, group_size: int, bits: int, split: int | None
     x_sums = flat.sum(axis=-1)  # (G, rows)
     s, b = scales.astype(f32).T, biases.astype(f32).T  # (G, N)
     total = None
+    span = -(-groups // split)
     for part in range(split):
         acc = mx.zeros((flat.shape[1], n), dtype=f32)
-        for g in range(part, groups, split):
+        for g in range(part * span, min(groups, (part + 1) * span)):
             acc = acc + s[g] * sums[g]
             acc = acc + b[g] * x_sums[g][:, None]
         total = acc if total is None else total + acc

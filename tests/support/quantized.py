@@ -33,15 +33,16 @@ def product_magnitude(x, wq, scales, biases, group_size, bits):
     return mx.abs(x.astype(mx.float32)).reshape(-1, x.shape[-1]) @ mx.abs(w).T
 
 
-def assert_kernel_is_mlxs_product(kernel, emulation, fits, group_size, bits, dtype, max_rows):
-    """For 1 to ``max_rows`` rows, ``kernel(x, wq, scales, biases)`` is MLX's product within the output's rounding
-    and ``emulation(x, wq, scales, biases)`` (its order in MLX ops) within a unit in the last place."""
+def assert_kernel_is_mlxs_product(kernel, emulation, fits, group_size, bits, dtype, max_rows, k=1408):
+    """For 1 to ``max_rows`` rows, ``kernel(x, wq, scales, biases)`` over a K of ``k`` is MLX's product within the
+    output's rounding and ``emulation(x, wq, scales, biases)`` (its order in MLX ops) within a unit in the last
+    place."""
     import mlx.core as mx
 
     # N = 301: the last warp's rows run past the weight's end (and past the last block's, split or not)
-    wq, scales, biases = quantized_weights(301, 1408, group_size, bits, dtype=dtype)
+    wq, scales, biases = quantized_weights(301, k, group_size, bits, dtype=dtype)
     for rows in range(1, max_rows + 1):
-        x = mx.random.normal((rows, 1408), key=mx.random.key(rows)).astype(getattr(mx, dtype))
+        x = mx.random.normal((rows, k), key=mx.random.key(rows)).astype(getattr(mx, dtype))
         assert fits(x, wq, scales, biases)
         ours = kernel(x, wq, scales, biases).astype(mx.float32)
         assert ours.shape == (rows, 301)
