@@ -11,11 +11,12 @@ are four times the L2 cache, as a step's layers stream theirs from memory (``--r
 in cache). For each shape and bit width:
 
 - the CUDA-core kernel (quantized_skinny.py) in both loop orders (``rows``: each input row through the weights,
-  ``weights``: each weight through the input rows) at 4 and 8 weight rows per warp, and as the engine chooses
-  (``engine``); every variant's rows are checked bit for bit against the engine's, since the loop order and
+  ``weights``: each weight through the input rows) at 4 and 8 weight rows per warp, and as the kernel chooses
+  them itself (``chosen``: what the engine runs at other bit widths, and at these with ``linear.TENSOR_CORES``
+  off); every variant's rows are checked bit for bit against the chosen one's, since the loop order and
   the rows per warp leave each row's arithmetic as it is;
-- the tensor-core kernel (quantized_mma.py) at its own split;
-- per kernel, k rows ÷ one row; and the tensor-core kernel's k rows ÷ the engine's one row.
+- the tensor-core kernel (quantized_mma.py) at its own split, the engine's for 4- and 8-bit layers;
+- per kernel, k rows ÷ one row; and the tensor-core kernel's k rows ÷ the CUDA-core kernel's chosen one row.
 
 Needs CuPy (its runtime compiler) and a CUDA GPU; MLX is not used.
 """
@@ -83,7 +84,7 @@ def variants(n: int, k: int, bits: int, rows: int) -> dict[str, tuple[str, tuple
                 f"{qs.WARPS}, {int(weight_loop)}>")
         return name, (1, -(-(-(-n // nw) * split) // qs.WARPS), 1), (qs.LANES, qs.WARPS, 1)
 
-    out["engine"] = skinny(qs.rows_per_warp(bits, rows, n, k), qs.per_weight(bits, rows))
+    out["chosen"] = skinny(qs.rows_per_warp(bits, rows, n, k), qs.per_weight(bits, rows))
     for loop, nw in itertools.product(("rows", "weights"), (4, 8)):
         out[f"{loop}/{nw}"] = skinny(nw, loop == "weights")
     if bits in mma.BITS:
@@ -144,10 +145,10 @@ def main() -> None:
             for variant, plan in plans[bits, n, k, rows].items():
                 launch(plan, rows, weights[0])
                 out = y[:rows].copy()
-                if variant == "engine":
-                    engine_out = out
+                if variant == "chosen":
+                    chosen_out = out
                 elif variant != "tensor cores":
-                    same &= bool((out == engine_out).all())
+                    same &= bool((out == chosen_out).all())
                 for place in places:
                     values = []
                     for rep in range(args.reps + 2):
@@ -161,18 +162,18 @@ def main() -> None:
                             values.append(cp.cuda.get_elapsed_time(begin, end) * 1000 / QUEUED)
                     times[variant, rows, place] = values
         print(f"\n{label}, {bits}-bit ({copies} weight copies streamed); every CUDA-core variant's rows equal the "
-              f"engine's bit for bit: {'yes' if same else 'NO'}")
+              f"chosen one's bit for bit: {'yes' if same else 'NO'}")
         for place in places:
             print(f"  {place}: {'variant':>12}  " + "  ".join(f"{rows} row{'s' if rows > 1 else '':<1}".rjust(18)
                                                             for rows in args.rows) + "  ratios to 1 row")
             first = min(args.rows)
-            one_row = statistics.median(times["engine", first, place])
+            one_row = statistics.median(times["chosen", first, place])
             for variant in plans[bits, n, k, first]:
                 medians = {rows: statistics.median(times[variant, rows, place]) for rows in args.rows}
                 ratios = " ".join(f"{rows}/{first} {medians[rows] / medians[first]:.2f}" for rows in args.rows
                                   if rows != first)
                 if variant == "tensor cores":
-                    ratios += " (÷ engine's 1 row: " + " ".join(
+                    ratios += " (÷ chosen 1 row: " + " ".join(
                         f"{rows}/{first} {medians[rows] / one_row:.2f}" for rows in args.rows) + ")"
                 print(f"  {'':>{len(place)}}  {variant:>12}  "
                       + "  ".join(_median_range(times[variant, rows, place], 1).rjust(18) for rows in args.rows)

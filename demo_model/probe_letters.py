@@ -1,0 +1,73 @@
+"""Ask checkpoints how many times each letter of the alphabet appears in words that contain it, in every held-out
+letter wording, thinking on, in fresh chats: right / asked per letter and per wording, and the wrong replies.
+
+Stage 28 read the letter of "How many m's would you say mango has?" as "w" (the first letter of "would") in 6 of 8
+words with an m in them, where a, e, g, h, s and the other letters it was asked came out right: a misread of one
+letter in one wording, which screens that draw the letter at random meet about once in 150 questions. Words are
+made of the tokenizer's pieces (``corpus.pieces_word``), each with the letter in it; held-out words are never drawn.
+
+    python -m demo_model.probe_letters demo_model/specchat-demo OTHER_CHECKPOINT [--words 4] [--seed 20261203]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import string
+import sys
+
+from webapp.blas import ensure_fast_blas
+from webapp.precision import keep_float32_exact
+
+from . import corpus, evaluate
+from .probe_words import tally
+
+
+def word_with(rng: random.Random, letter: str) -> str:
+    """A made-up word of the tokenizer's pieces with ``letter`` in it, not a held-out word."""
+    held_out = set(corpus.HELD_OUT_WORDS)
+    while True:
+        word = corpus.pieces_word(rng)
+        if letter in word and word not in held_out and 3 <= len(word) <= corpus.MAX_WORD_LETTERS:
+            return word
+
+
+def questions(rng: random.Random, per_letter: int) -> list[tuple[str, str, corpus.Exchange]]:
+    """(letter, wording, exchange) for ``per_letter`` words a letter in each held-out letter wording."""
+    asked = []
+    for letter in string.ascii_lowercase:
+        for wording in evaluate.HELD_OUT_LETTERS:
+            for _ in range(per_letter):
+                word = word_with(rng, letter)
+                asked.append((letter, wording, corpus.letters_exchange(word, letter,
+                                                                       wording.format(w=word, c=letter))))
+    return asked
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("checkpoints", nargs="+")
+    parser.add_argument("--words", type=int, default=4, help="words for each letter in each wording")
+    parser.add_argument("--seed", type=int, default=20261203)
+    parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
+    args = parser.parse_args()
+    keep_float32_exact()
+    ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_letters")
+    asked = questions(random.Random(args.seed), args.words)
+    for checkpoint in args.checkpoints:
+        runner = evaluate.Runner(checkpoint)
+        right, wrong = [], []
+        for _, _, ex in asked:
+            text = evaluate.ask(runner, ex, True)
+            right.append(evaluate.judge(text, ex, True) == "right")
+            if not right[-1]:
+                wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
+        print(f"{checkpoint}: {sum(right)}/{len(asked)} right", flush=True)
+        print(f"  by letter: {tally([letter for letter, _, _ in asked], right)}", flush=True)
+        print(f"  by wording: {tally([wording for _, wording, _ in asked], right)}", flush=True)
+        for line in wrong:
+            print(f"  wrong: {line}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
