@@ -135,6 +135,23 @@ def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as
     assert probe_words.tally([2, 3, 2, 4], [True, False, False, True]) == "2 1/2, 3 0/1, 4 1/1"
 
 
+def test_the_letter_probe_asks_every_letter_in_every_held_out_wording_of_words_that_have_it():
+    import random
+
+    from demo_model import evaluate, probe_letters
+
+    asked = probe_letters.questions(random.Random(7), 2)
+    assert len(asked) == 26 * len(evaluate.HELD_OUT_LETTERS) * 2
+    assert {letter for letter, _, _ in asked} == set("abcdefghijklmnopqrstuvwxyz")
+    assert {wording for _, wording, _ in asked} == set(evaluate.HELD_OUT_LETTERS)
+    held_out = set(corpus.HELD_OUT_WORDS)
+    for letter, wording, ex in asked:
+        word = ex.reasoning.split(" in ", 1)[1].split(":", 1)[0]
+        assert letter in word and word not in held_out and ex.user == wording.format(w=word, c=letter)
+        count = word.count(letter)
+        assert ex.answer.startswith(f"There are {count} {letter}'s" if count > 1 else f"There is 1 {letter} in")
+
+
 @pytest.mark.slow
 def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():
     out = subprocess.run([sys.executable, "-m", "demo_model.evaluate", str(CHECKPOINT), "--ask", "What is 12 + 30?"],
