@@ -20,7 +20,7 @@ from webapp.blas import ensure_fast_blas
 from webapp.precision import keep_float32_exact
 
 from . import corpus, evaluate
-from .probe_words import tally
+from .probe_words import ask_each, tally
 
 
 def word_with(rng: random.Random, letter: str) -> str:
@@ -55,13 +55,7 @@ def main() -> None:
     ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_letters")
     asked = questions(random.Random(args.seed), args.words)
     for checkpoint in args.checkpoints:
-        runner = evaluate.Runner(checkpoint)
-        right, wrong = [], []
-        for _, _, ex in asked:
-            text = evaluate.ask(runner, ex, True)
-            right.append(evaluate.judge(text, ex, True) == "right")
-            if not right[-1]:
-                wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
+        right, wrong = ask_each(evaluate.Runner(checkpoint), [ex for _, _, ex in asked])
         print(f"{checkpoint}: {sum(right)}/{len(asked)} right", flush=True)
         print(f"  by letter: {tally([letter for letter, _, _ in asked], right)}", flush=True)
         print(f"  by wording: {tally([wording for _, wording, _ in asked], right)}", flush=True)

@@ -53,6 +53,18 @@ def tally(keys: list, right: list[bool]) -> str:
                      for key in sorted(set(keys)))
 
 
+def ask_each(runner, exchanges: list) -> tuple[list[bool], list[str]]:
+    """Each exchange's question asked with thinking on in a fresh chat: whether each reply is right, and the wrong
+    ones as "question -> answer" lines."""
+    right, wrong = [], []
+    for ex in exchanges:
+        text = evaluate.ask(runner, ex, True)
+        right.append(evaluate.judge(text, ex, True) == "right")
+        if not right[-1]:
+            wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
+    return right, wrong
+
+
 def words(rng: random.Random, count: int, probe: bool) -> list[str]:
     """``count`` probe words (beginning with one of WORD_STARTS as a token) or control words (beginning with any
     other two-letter token), of MIN_LETTERS to MAX_LETTERS letters."""
@@ -96,12 +108,7 @@ def main() -> None:
     for checkpoint in args.checkpoints:
         runner = evaluate.Runner(checkpoint)
         for name, exchanges in sets.items():
-            wrong, right = [], []
-            for ex in exchanges:
-                text = evaluate.ask(runner, ex, True)
-                right.append(evaluate.judge(text, ex, True) == "right")
-                if not right[-1]:
-                    wrong.append(f"{ex.user!r} -> {evaluate.final_answer(text)!r}")
+            right, wrong = ask_each(runner, exchanges)
             counts = [f"{token_count(tokenizer, word)} tokens" for word in words_of[name]]
             print(f"{checkpoint}, {name}: {sum(right)}/{len(exchanges)} right ({tally(counts, right)})", flush=True)
             print(f"  by wording: {tally(wordings[name], right)}", flush=True)
