@@ -11,8 +11,8 @@
 #   benchmarks/h200.sh rigs           the 4.1B rig, its Hugging Face layout, and its 8- and 4-bit conversions
 #   benchmarks/h200.sh engine NAME... specchat bench on each rig (bf16, q8, q4), drafter off and blocks 1, 2, 4
 #                                     (CUDA_CORES=1: the 4- and 8-bit products on the CUDA-core kernel)
-#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: tensor cores (the engine's), the CUDA-core
-#                                     kernel, MLX's product
+#   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: tensor cores (the engine's), the CUDA-
+#                                     core kernel, MLX's product
 #   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
