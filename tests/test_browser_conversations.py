@@ -195,7 +195,11 @@ def test_the_sidebar_searches_renames_and_deletes_with_undo(open_page, fake_serv
     page.wait_for_function("() => location.search === ''")
     assert page.locator(".msg").count() == 0
     page.wait_for_function("() => !document.querySelector('#history-undo').hidden")
-    page.wait_for_function("() => document.querySelector('#history-undo').hidden", timeout=10_000)
+    # The bar hides as the DELETE goes out; the server is asked once that request has been answered.
+    deleted = lambda response: response.request.method == "DELETE" and first in response.url  # noqa: E731
+    with page.expect_response(deleted, timeout=10_000) as answer:
+        page.wait_for_function("() => document.querySelector('#history-undo').hidden", timeout=10_000)
+    assert answer.value.ok
     assert requests.get(f"{fake_server.url}/api/conversations/{first}", timeout=5).status_code == 404
 
 
