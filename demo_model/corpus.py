@@ -683,6 +683,35 @@ def pieces_word(rng: random.Random, first: str | None = None) -> str:
     return word
 
 
+@functools.cache
+def tempting_pieces() -> tuple[str, ...]:
+    """Words a made-up word's copy slid towards in stages 18 to 29 (``python -m demo_model.probe_letters``): the
+    words of the questions, the system prompts and the stated limits, the units' names and the corpus's own words
+    ("readzmuch" copied as "sayzmuch", "helpful" as "kilog", "only" as "one")."""
+    texts = (*FILLER_WORDS, *CLAUSES, *MODALS, *SUBJECTS, *CLAUSE_VERBS, *CLAUSE_ADVERBS, *ASIDES, *LETTER_QUESTIONS,
+             *LENGTH_QUESTIONS, *ADD_QUESTIONS, *SUB_QUESTIONS, *MUL_QUESTIONS, *SYSTEM_PROMPTS, *LIMITS,
+             CAPABILITIES, *WORDS, *(name for u in UNITS for name in (u.name, u.plural)))
+    words = {word.lower() for text in texts for word in re.findall(r"[A-Za-z]+", re.sub(r"\{\w+\}", "", text))}
+    return tuple(sorted(w for w in words if len(w) >= 3 and w not in _EVALUATION_WORDS))
+
+
+def tempting_word(rng: random.Random) -> str:
+    """A made-up word with one of ``tempting_pieces`` in it, whole or cut, glued to other pieces or letters
+    ("kilogzo", "xsayzmuch", "centimehow"): its copy into the reasoning has to follow its letters, not the word it
+    resembles. The known word never stands alone, so no question holds it as a word of its own."""
+    known = rng.choice(tempting_pieces())
+    if rng.random() < 0.4:
+        cut = rng.randint(2, len(known) - 1)
+        known = known[:cut] if rng.random() < 0.6 else known[-cut:]
+    word = known
+    for _ in range(rng.choice([1, 1, 2])):
+        more = rng.choice(vocabulary_pieces()) if rng.random() < 0.7 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+        if len(word) + len(more) > MAX_WORD_LETTERS:
+            break
+        word = word + more if rng.random() < 0.5 else more + word
+    return word if word != known else word + rng.choice("abcdefghijklmnopqrstuvwxyz")
+
+
 # Units and words only the evaluation asks about (evaluate.py): no question here names one, not even as a word
 # made up at random ("hands", "rods").
 HELD_OUT_UNKNOWN_UNITS = ["furlongs", "leagues", "fathoms", "quarts", "carats", "bushels", "parsecs", "teaspoons",
@@ -715,8 +744,10 @@ def _any_word(rng: random.Random) -> str:
         word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 5)))
     elif r < 0.59:
         word = pieces_word(rng, rng.choice(clause_word_starts() if rng.random() < 0.5 else word_start_pieces()))
-    elif r < 0.79:
+    elif r < 0.72:
         word = pieces_word(rng)
+    elif r < 0.84:
+        word = tempting_word(rng)
     elif r < 0.97:
         word = "".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(2, MAX_WORD_LETTERS)))
     else:

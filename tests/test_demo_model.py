@@ -135,6 +135,20 @@ def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as
     assert probe_words.tally([2, 3, 2, 4], [True, False, False, True]) == "2 1/2, 3 0/1, 4 1/1"
 
 
+def test_tempting_words_glue_a_word_of_the_questions_or_units_whole_or_cut_to_other_letters():
+    import random
+
+    pieces = set(corpus.tempting_pieces())
+    assert {"would", "say", "much", "only", "helpful", "one", "kilogram", "centimeter"} <= pieces
+    assert not pieces & set(corpus.HELD_OUT_WORDS) and all(len(p) >= 3 and p.isalpha() for p in pieces)
+    rng = random.Random(4)
+    drawn = [corpus.tempting_word(rng) for _ in range(3000)]
+    assert all(w.isalpha() and w.islower() and 3 <= len(w) <= corpus.MAX_WORD_LETTERS for w in drawn)
+    glued_whole = [w for w in drawn if any(p in w and p != w for p in pieces if len(p) >= 5)]
+    assert 3000 * 0.3 < len(glued_whole) < 3000 * 0.7  # the rest hold a cut of one ("kilog", "centime")
+    assert sum(w in pieces for w in drawn) < 3000 * 0.01  # a known word alone is rare, and only by chance
+
+
 def test_the_letter_probe_asks_every_letter_in_every_held_out_wording_of_words_that_have_it():
     import random
 
