@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from tests.support.browser import ready_page, set_setting
+from tests.support.browser import painted, ready_page, set_setting
 
 pytestmark = pytest.mark.browser
 
@@ -38,6 +38,7 @@ def test_thinking_streams_collapses_and_budget_zero_hides_it(page):
         " return d && d.open && /Thinking/.test(d.querySelector('summary').textContent); }"
     )
     page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=120_000)
+    painted(page)
     assert not thinking.evaluate("d => d.open")
     assert re.fullmatch(r"Thought for \d+(\.\d+)? s · 400 tokens", thinking.locator("summary").inner_text().strip())
     assert reply.locator(".answer").inner_text().strip()
@@ -48,6 +49,7 @@ def test_thinking_streams_collapses_and_budget_zero_hides_it(page):
     second = send(page, "no thinking please")
     page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
                            timeout=120_000)
+    painted(page)
     assert second.locator(".thinking").count() == 0
     assert second.locator(".answer").inner_text().strip()
     if os.environ.get("SPECCHAT_SCREENSHOT"):
@@ -62,6 +64,7 @@ def test_stop_button_stops_the_reply(page):
     reply.locator(".thinking").wait_for()
     page.click("#stop")
     page.wait_for_selector('.msg.assistant[data-finish="cancelled"]', timeout=30_000)
+    painted(page)
     assert "stopped" in reply.inner_text()
     page.fill("#prompt", "next question")
     assert page.locator("#send").is_enabled() and page.locator("#stop").is_hidden()

@@ -183,12 +183,14 @@ def test_the_sidebar_searches_renames_and_deletes_with_undo(open_page, fake_serv
     page.get_by_role("link", name="Weekday sums").wait_for()
     assert stored(fake_server, first)["title"] == "Weekday sums"
 
+    deletes = []
+    page.on("request", lambda request: request.method == "DELETE" and deletes.append(request.url))
     page.get_by_role("button", name="Delete “beta about units”").click()
     page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 1")
     page.locator("#history-undo").get_by_role("button", name="Undo").click()
     page.wait_for_function("() => document.querySelectorAll('#history-list .history-link').length === 2")
-    page.wait_for_timeout(6500)  # past the undo window: nothing was deleted
-    assert stored(fake_server, second)["id"] == second
+    page.wait_for_timeout(6500)  # past the undo window: nothing was deleted, nor asked to be
+    assert deletes == [] and stored(fake_server, second)["id"] == second
 
     # Deleting the open conversation leaves it for a new chat; it is gone once the undo runs out.
     page.get_by_role("button", name="Delete “Weekday sums”").click()

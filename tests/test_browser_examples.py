@@ -7,7 +7,7 @@ import json
 import pytest
 
 from demo_model import DEFAULT_MODEL as DEMO
-from tests.support.browser import ready_page, set_setting
+from tests.support.browser import painted, ready_page, set_setting
 from tests.support.harness import ServerProcess
 
 pytestmark = pytest.mark.browser
@@ -52,6 +52,7 @@ def test_the_empty_screen_offers_the_examples_and_a_click_sends_one(page):
     page.locator("#examples .example", has_text=example["text"]).click()
     assert page.locator(".msg.user .bubble").all_inner_texts() == [example["text"]]
     page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=120_000)
+    painted(page)
     reply = page.locator(".msg.assistant").last
     assert reply.locator(".thinking").count() == 1
     assert example["expect"] in reply.locator(".answer").inner_text()

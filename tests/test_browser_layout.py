@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.support.browser import DESKTOP, OVERFLOWING, PHONE, TABLET, ready_page, set_setting, start_race
+from tests.support.browser import DESKTOP, OVERFLOWING, PHONE, TABLET, painted, ready_page, set_setting, start_race
 from webapp.conversations.store import title_of
 
 pytestmark = pytest.mark.browser
@@ -177,6 +177,7 @@ def test_race_lane_headers_stay_on_one_line_beside_both_panes(open_page, fake_se
     screenshot(page, "race-live")
     assert len(lines) == 2 and max(lines) < 1.5, lines
     page.wait_for_selector('.msg.race[data-state="done"]', timeout=30_000)
+    painted(page)
     for lane in ("off", "on"):
         assert view.locator(f".race-lane[data-lane={lane}] .lane-clock").inner_text().startswith("done in")
     # Two of three drafts kept: acceptance reads fair in the drafter-on lane and in the summary alike.

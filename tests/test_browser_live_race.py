@@ -208,7 +208,10 @@ def test_a_page_reloaded_during_the_live_lane_plays_the_recording_from_where_the
     page.wait_for_selector("#engine[data-state=ready]")
     page.wait_for_function(f"() => document.querySelector('{live}')?.textContent.replace(/\\s+/g, '').length"
                            f" >= {len(before['on'])}", timeout=10_000)
-    page.wait_for_timeout(100)
+    # Two frames sampled past the one where the live lane caught up.
+    page.wait_for_function("(n) => { const i = window.samples.findIndex((s) => s.on.text.replace(/\\s+/g, '').length"
+                           " >= n); return i >= 0 && i + 2 < window.samples.length; }",
+                           arg=len(before["on"]), timeout=10_000)
     samples = page.evaluate("window.samples")
     # Once the live lane has caught up with the frames sent again, the recording is as far on as the race,
     # not back at its start.

@@ -7,7 +7,7 @@ import struct
 import pytest
 import requests
 
-from tests.support.browser import factor, race, wait_for_frame, wait_race_done
+from tests.support.browser import factor, painted, race, wait_for_frame, wait_race_done
 
 pytestmark = pytest.mark.browser
 
@@ -88,13 +88,14 @@ def test_replay_plays_both_lanes_at_their_recorded_pace(tab):
         if (t0 !== null) window.samples.push([now - t0, ...lanes.map((el) => el.textContent.length)]);
         if (race.dataset.replaying === 'false') after -= 1;
         if (after > 0) requestAnimationFrame(sample);
+        else window.sampled = true;
       };
       requestAnimationFrame(sample);
     }""")
     tab.page.get_by_role("button", name="Replay race").click()
     assert view.get_attribute("data-replaying") == "true"
     tab.page.wait_for_selector('.msg.race[data-replaying="false"]', timeout=30_000)
-    tab.page.wait_for_timeout(300)
+    tab.page.wait_for_function("() => window.sampled === true")
     samples = tab.page.evaluate("window.samples")
 
     lengths = {lane: len(final[lane]) for lane in ("off", "on")}
@@ -137,6 +138,7 @@ def test_acceptance_strip_and_measuring_until_16_tokens(tab):
     assert reply.get_attribute("data-state") == "streaming"
     engine.resume()
     tab.page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=30_000)
+    painted(tab.page)
 
     stats = tab.of_type("done")[-1]["stats"]
     strip = reply.locator(".accept-strip")
@@ -146,10 +148,10 @@ def test_acceptance_strip_and_measuring_until_16_tokens(tab):
     assert int(strip.get_attribute("data-accepted")) == stats["accepted"] > 0
     sent = [r for f in tab.frames if f.get("type") in ("thinking", "answer") for r in f.get("rounds", [])]
     assert len(sent) == stats["rounds"]
-    painted = strip.locator("canvas").evaluate(
+    inked = strip.locator("canvas").evaluate(
         "c => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;"
         " let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i]) n++; return n; }")
-    assert painted > 0
+    assert inked > 0
     assert "measuring" not in reply.locator(".stats").inner_text()
     assert re.search(r"\d+\.\d tok/s", reply.locator(".stats").inner_text())
 
@@ -249,6 +251,7 @@ def test_stop_ends_the_whole_race(tab):
                                ".msg.race .race-lane[data-lane=off] .lane-thinking:not(:empty)")
     tab.page.click("#stop")
     tab.page.wait_for_selector('.msg.race[data-finish="cancelled"]', timeout=20_000)
+    painted(tab.page)
     assert tab.of_type("race_done")[-1]["finish_reason"] == "cancelled"
     assert "Stopped" in view.locator(".race-status").inner_text()
     tab.page.fill("#prompt", "next")
@@ -260,6 +263,7 @@ def test_sweep_charts_every_block_and_sets_the_best(tab):
     tab.page.fill("#prompt", "hello")
     tab.page.get_by_role("button", name="Find the best block size").click()
     tab.page.wait_for_selector('.msg.sweep[data-state="done"]', timeout=60_000)
+    painted(tab.page)
     done = tab.of_type("sweep_done")[-1]
     chart = tab.page.locator(".msg.sweep svg.sweep-chart")
     assert chart.locator("g.bar").count() == 6

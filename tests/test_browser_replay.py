@@ -4,7 +4,7 @@ it), and a block sweep's receipt is one click away."""
 import pytest
 import requests
 
-from tests.support.browser import race, wait_race_done
+from tests.support.browser import painted, race, wait_race_done
 
 
 pytestmark = pytest.mark.browser
@@ -35,6 +35,7 @@ def test_a_page_reloaded_mid_race_draws_both_lanes_again_and_follows_the_race(ta
     view = page.locator(".msg.race")
     view.wait_for()
     page.wait_for_selector(".msg.race .race-lane[data-lane=off][data-state=streaming]")
+    painted(page)
     assert lane_text(view, "off", "thinking") == before  # the lane from its start, as it was
     assert page.locator(".msg.assistant").count() == 0  # the race's stored reply is not drawn twice
     assert page.locator("#stop").is_visible()  # the page follows the race as its own
@@ -62,6 +63,7 @@ def test_a_page_reloaded_after_a_race_shows_its_lanes_and_summary(tab):
     reload(tab)
     page = tab.page
     page.wait_for_selector('.msg.race[data-state="done"]')
+    painted(page)
     view = page.locator(".msg.race")
     assert view.locator(".race-verdict").inner_text() == verdict
     for lane in ("off", "on"):
@@ -133,4 +135,5 @@ def test_a_page_reloaded_during_a_continuation_shows_the_whole_reply(tab):
     assert whole.split()[:2] == ANSWER.split()[:2] and "print('hello')" in whole and whole.strip().endswith("Done.")
     reload(tab)  # and from the store
     page.wait_for_selector('.msg.assistant[data-finish="stop"]')
+    painted(page)
     assert reply.locator(".answer").evaluate("el => el.textContent") == whole

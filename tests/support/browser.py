@@ -56,9 +56,16 @@ def set_setting(page, name: str, value: str) -> None:
     )
 
 
+def painted(page) -> None:
+    """Wait for the page to draw what it holds: a reply's or a lane's text, stats and notes land on the animation
+    frame after the state that says it is done or streaming (static/js/render.js)."""
+    page.evaluate("() => new Promise((drawn) => requestAnimationFrame(() => requestAnimationFrame(drawn)))")
+
+
 def done_count(page, count: int) -> None:
     page.wait_for_function(
         f"() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === {count}", timeout=15_000)
+    painted(page)
 
 
 def send(page, text: str, replies: int = 1) -> None:
@@ -138,8 +145,7 @@ def race(tab: Tab, text: str, runs: int):
 def wait_race_done(tab: Tab, count: int = 1) -> dict:
     tab.page.wait_for_function(
         f"() => document.querySelectorAll('.msg.race[data-state=\"done\"]').length === {count}", timeout=30_000)
-    # Lanes paint once per animation frame: the last text lands on the frame after the race says done.
-    tab.page.evaluate("() => new Promise((painted) => requestAnimationFrame(() => requestAnimationFrame(painted)))")
+    painted(tab.page)
     return tab.of_type("race_done")[-1]
 
 
