@@ -22,7 +22,7 @@ from webapp.blas import ensure_fast_blas
 from webapp.precision import keep_float32_exact
 
 from . import corpus, evaluate
-from .probe_words import ask_each, tally
+from .probe_words import ask_each, report
 
 
 def word_with(rng: random.Random, letter: str, draw=corpus.pieces_word) -> str:
@@ -61,11 +61,8 @@ def main() -> None:
                       corpus.tempting_word if args.tempting else corpus.pieces_word)
     for checkpoint in args.checkpoints:
         right, wrong = ask_each(evaluate.Runner(checkpoint), [ex for _, _, ex in asked])
-        print(f"{checkpoint}: {sum(right)}/{len(asked)} right", flush=True)
-        print(f"  by letter: {tally([letter for letter, _, _ in asked], right)}", flush=True)
-        print(f"  by wording: {tally([wording for _, wording, _ in asked], right)}", flush=True)
-        for line in wrong:
-            print(f"  wrong: {line}", flush=True)
+        report(checkpoint, right, wrong, {"letter": [letter for letter, _, _ in asked],
+                                          "wording": [wording for _, wording, _ in asked]})
 
 
 if __name__ == "__main__":

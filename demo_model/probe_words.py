@@ -53,6 +53,16 @@ def tally(keys: list, right: list[bool]) -> str:
                      for key in sorted(set(keys)))
 
 
+def report(heading: str, right: list[bool], wrong: list[str], by: dict[str, list], detail: str = "") -> None:
+    """Print right / asked under ``heading`` (then ``detail``), right / asked for each key of each list in ``by``
+    (one key a question), and the wrong replies."""
+    print(f"{heading}: {sum(right)}/{len(right)} right{detail}", flush=True)
+    for name, keys in by.items():
+        print(f"  by {name}: {tally(keys, right)}", flush=True)
+    for line in wrong:
+        print(f"  wrong: {line}", flush=True)
+
+
 def ask_each(runner, exchanges: list) -> tuple[list[bool], list[str]]:
     """Each exchange's question asked with thinking on in a fresh chat: whether each reply is right, and the wrong
     ones as "question -> answer" lines."""
@@ -110,10 +120,7 @@ def main() -> None:
         for name, exchanges in sets.items():
             right, wrong = ask_each(runner, exchanges)
             counts = [f"{token_count(tokenizer, word)} tokens" for word in words_of[name]]
-            print(f"{checkpoint}, {name}: {sum(right)}/{len(exchanges)} right ({tally(counts, right)})", flush=True)
-            print(f"  by wording: {tally(wordings[name], right)}", flush=True)
-            for line in wrong:
-                print(f"  wrong: {line}", flush=True)
+            report(f"{checkpoint}, {name}", right, wrong, {"wording": wordings[name]}, f" ({tally(counts, right)})")
 
 
 if __name__ == "__main__":
