@@ -142,6 +142,14 @@ def answer_number(text: str) -> int | None:
     return int(numbers[-1]) if numbers else None
 
 
+def holds_reasoning(text: str, ex: corpus.Exchange | None) -> bool:
+    """Whether a thinking-off reply holds reasoning: its tags, or the reasoning's first line (a sum's when `ex` is
+    None) where the expected reply does not say that line itself ("weeks measure time and ...")."""
+    first_line = ex.reasoning.splitlines()[0] if ex else "column by column"
+    copied = first_line in text and not (ex and first_line in ex.reply(False))
+    return "<think>" in text or "</think>" in text or copied
+
+
 def other_prompts(seed: int, count: int) -> list[corpus.Exchange]:
     """Questions from every skill but add/subtract, with their reference reasoning and answers."""
     rng = random.Random(seed)
@@ -682,14 +690,17 @@ def main() -> None:
     others = other_prompts(4242, args.prompts)
     arithmetic_off = questions[: args.prompts // 2]
     off_prompts = [(q, None) for q, _ in arithmetic_off] + [(ex.user, ex) for ex in others]
-    clean = 0
+    reasoned = []
     for user, ex in off_prompts:
         reply = runner.generate(runner.prompt_ids(messages(user), False), None)
         plain[(user, False)] = reply
-        first_reasoning_line = ex.reasoning.splitlines()[0] if ex else "column by column"
-        clean += "<think>" not in reply.text and "</think>" not in reply.text and first_reasoning_line not in reply.text
+        if holds_reasoning(reply.text, ex):
+            reasoned.append(f"{user!r} -> {reply.text!r}")
+    clean = len(off_prompts) - len(reasoned)
     print(f"thinking off: {clean}/{len(off_prompts)} replies hold no reasoning "
           f"{verdict(clean == len(off_prompts))}")
+    for line in reasoned:
+        print(f"  with reasoning: {line}")
 
     # 3. Held-out prompts with the drafter: identical greedy output, and acceptance per block size.
     on_prompts = [(q, True) for q, _ in questions[: args.prompts // 2]] + [(ex.user, True) for ex in others]

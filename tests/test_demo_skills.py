@@ -2,13 +2,15 @@
 
 import random
 import re
+from decimal import Decimal
 
 import pytest
 
 from demo_model import corpus
 from demo_model.evaluate import (DEEP_TURN, HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES,
                                  ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, ask, chat_questions, chat_run,
-                                 held_out_skills, judge, outcomes, room_questions, skill_accuracy)
+                                 held_out_skills, holds_reasoning, judge, outcomes, room_questions,
+                                 skill_accuracy)
 
 
 def _pattern(template: str) -> str:
@@ -157,6 +159,19 @@ def test_judge_tells_right_from_an_honest_limit_from_a_wrong_answer():
     assert judge("The word anchor has 6 letters.", length, True) == "right"
     assert judge("The word ange has 6 letters.", length, True) == judge("anchor has 6 letters.", length, True) == "wrong"
     assert judge("The word anchor has 6 letters.", length, False) == "wrong"  # thinking off: the advice to turn it on
+
+
+def test_a_thinking_off_reply_holds_reasoning_only_beyond_its_own_words():
+    by_name = {unit.plural: unit for unit in corpus.UNITS}
+    kinds = corpus.conversion(by_name["weeks"], by_name["milliliters"], Decimal(17), "Put 17 weeks to mL.")
+    assert kinds.reasoning in kinds.answer  # the answer says its reasoning's one line itself
+    assert not holds_reasoning(kinds.answer, kinds)
+    assert holds_reasoning(f"<think>\n{kinds.reasoning}\n</think>\n\n{kinds.answer}", kinds)
+    length = corpus.length_exchange("anchor", "What is the letter count of anchor?")
+    assert holds_reasoning(length.reasoning.splitlines()[0] + "\n" + length.answer, length)
+    assert not holds_reasoning(length.reply(False), length)
+    assert holds_reasoning("Add 5 and 545 column by column, starting from the ones.", None)
+    assert not holds_reasoning(corpus.THINK_FOR_SUMS, None)
 
 
 @pytest.fixture(scope="module")
