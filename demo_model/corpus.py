@@ -282,10 +282,23 @@ def _close_operands(rng: random.Random) -> tuple[int, int]:
     return (a, b) if rng.random() < 0.5 else (b, a)
 
 
+def _overlapping_operands(rng: random.Random) -> tuple[int, int]:
+    """A number and its own first or last digits, either way round ("5 plus 545"): where a copy of one number
+    slides onto the other."""
+    long = str(_number(rng, rng.choice([2, 3, 3, 4])))
+    cut = rng.randint(1, len(long) - 1)
+    short = int(long[-cut:] if rng.random() < 0.6 else long[:cut])
+    return (short, int(long)) if rng.random() < 0.5 else (int(long), short)
+
+
 def add_sub(rng: random.Random) -> Exchange:
     while True:
         op = rng.choice("+-")
-        a, b = _close_operands(rng) if op == "-" and rng.random() < 0.15 else _operands(rng)
+        r = rng.random()
+        if r < 0.08:
+            a, b = _overlapping_operands(rng)
+        else:
+            a, b = _close_operands(rng) if op == "-" and r < 0.2 else _operands(rng)
         if not is_held_out(a, op, b):
             return arithmetic_question(op, a, b, rng)
 

@@ -1,6 +1,7 @@
 """The shipped demo checkpoint: loads like a real Qwen 3.5 MLX model, talks, thinks, and drafts."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -105,6 +106,24 @@ def test_corpus_is_deterministic_and_keeps_held_out_questions_out():
     rng = random.Random(0)
     trained = {corpus.add_sub(rng).answer for _ in range(50_000)}
     assert len(held_out) == 200 and not held_out & trained
+
+
+def test_sums_draw_a_number_with_its_own_first_or_last_digits_either_way_round():
+    import random
+
+    rng = random.Random(6)
+    drawn = [corpus._overlapping_operands(rng) for _ in range(2000)]
+    for a, b in drawn:
+        short, long = sorted((str(a), str(b)), key=len)
+        assert len(short) < len(long) and (long.endswith(short) or long.startswith(short)), (a, b)
+    assert 2000 * 0.4 < sum(len(str(a)) < len(str(b)) for a, b in drawn) < 2000 * 0.6
+    assert 2000 * 0.5 < sum(max(str(a), str(b), key=len).endswith(min(str(a), str(b), key=len)) for a, b in drawn)
+    rng = random.Random(0)
+    users = [corpus.add_sub(rng).user for _ in range(5000)]
+    pairs = [tuple(re.findall(r"\d+", u)) for u in users]
+    overlapping = [p for p in pairs if len(p) == 2 and len(p[0]) != len(p[1])
+                   and any(x.endswith(y) or x.startswith(y) for x, y in (p, p[::-1]))]
+    assert 5000 * 0.06 < len(overlapping) < 5000 * 0.2  # 8% drawn so, a few more by chance
 
 
 def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as_named():
