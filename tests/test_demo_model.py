@@ -177,15 +177,12 @@ def test_the_letter_probe_asks_every_letter_in_every_held_out_wording_of_words_t
     assert len(asked) == 26 * len(evaluate.HELD_OUT_LETTERS) * 2
     assert {letter for letter, _, _ in asked} == set("abcdefghijklmnopqrstuvwxyz")
     assert {wording for _, wording, _ in asked} == set(evaluate.HELD_OUT_LETTERS)
-    held_out = set(corpus.HELD_OUT_WORDS)
-    for letter, wording, ex in asked:
-        word = ex.reasoning.split(" in ", 1)[1].split(":", 1)[0]
-        assert letter in word and word not in held_out and ex.user == wording.format(w=word, c=letter)
     tempting = probe_letters.questions(random.Random(7), 2, corpus.tempting_word)
     assert len(tempting) == len(asked) and [ex.user for *_, ex in tempting] != [ex.user for *_, ex in asked]
-    for letter, _, ex in tempting:
+    held_out = set(corpus.HELD_OUT_WORDS)
+    for letter, wording, ex in asked + tempting:
         word = ex.reasoning.split(" in ", 1)[1].split(":", 1)[0]
-        assert letter in word and word not in held_out
+        assert letter in word and word not in held_out and ex.user == wording.format(w=word, c=letter)
         count = word.count(letter)
         assert ex.answer.startswith(f"There are {count} {letter}'s" if count > 1 else f"There is 1 {letter} in")
 
