@@ -237,6 +237,20 @@ def test_baseline_from_a_race_and_from_calibration(fake_server):
         assert fresh.hello["baseline"] == calibrated["baseline"]
 
 
+def test_a_calibration_that_finds_a_reply_running_gives_way_to_it(fake_server):
+    """The measurement's request can reach the server after the message that was sent to overtake it."""
+    fake_server.engine.delay_s = 0.1
+    with WsClient(fake_server.ws_url) as ws:
+        ws.send({"type": "chat", "id": "m1", "text": "hello"})
+        ws.until("start")
+        assert fake_server.engine.busy
+        response = requests.post(fake_server.url + "/api/calibrate", timeout=30)
+        assert response.status_code == 200 and response.json()["gave_way"] is True
+        assert ws.until("done", id="m1")[0]["finish_reason"] == "stop"
+    assert fake_server.host.baselines.get(fake_server.engine.info()) is None
+    assert not fake_server.host.exclusive.locked()
+
+
 def test_a_message_goes_before_a_calibration_and_ends_it(fake_server):
     fake_server.engine.delay_s = 0.2  # the calibration's dozen tokens take seconds
     answer = {}

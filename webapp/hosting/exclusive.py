@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 
-from engines import Engine, EngineError, GenerationOptions
+from engines import Engine, EngineBusy, EngineError, GenerationOptions
 
 from ..errors import ClientError
 from ..measurement.baseline import Baselines, calibrate
@@ -23,7 +23,8 @@ class ExclusiveUse:
 
     def calibrate(self, engine: Engine, options: GenerationOptions, baselines: Baselines) -> dict | None:
         """Measure and store the drafter-off rate with a short reply while the engine is idle. A message
-        sent meanwhile ends it (``yield_calibration``): then None, and nothing is stored."""
+        sent meanwhile ends it (``yield_calibration``), or holds the engine already when it starts: then None,
+        and nothing is stored."""
         if not self.lock.acquire(blocking=False):
             raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.", 409)
         cancel = self._calibration = Relay()
@@ -32,6 +33,8 @@ class ExclusiveUse:
                 watch = CpuWatch()  # a calibration on a busy machine is flagged as a race's drafter-off lane is
                 result = calibrate(engine, options, cancel)
                 busy = watch.result()
+            except EngineBusy:  # a message reached the engine before the measurement did: it went first
+                return None
             except EngineError as exc:
                 raise ClientError(exc.code, exc.message, 409) from None
         finally:
