@@ -205,6 +205,17 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
     try:
         page = context.new_page()
         page.route_web_socket("**/ws*", route)
+        # Counts the settings answers the page takes in, so that each released one is seen before the next;
+        # added after the route, whose own script stands in for WebSocket.
+        page.add_init_script("""window.settingsSeen = 0;
+            window.WebSocket = class extends window.WebSocket {
+                constructor(...args) {
+                    super(...args);
+                    this.addEventListener('message', (event) => {
+                        if (JSON.parse(event.data).type === 'settings') window.settingsSeen += 1;
+                    });
+                }
+            };""")
         page.goto(fake_server.url)
         page.wait_for_selector("#engine[data-state=ready]")
         wait_quick(page, "block", "4")
@@ -222,9 +233,11 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
                 break
             page.wait_for_timeout(20)
         assert [json.loads(m)["values"]["draft_block_size"] for m in held] == [5, 6, 7]
-        for message in held:  # the answers arrive, in order, after the last press
+        for seen, message in enumerate(held, 1):  # the answers arrive, in order, after the last press
             routes[0].send(message)
-            page.wait_for_timeout(50)
+            page.wait_for_function(f"() => window.settingsSeen === {seen}")
+            # Two frames: the page's rendering is coalesced per frame, and each answer gets one of its own.
+            page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
         wait_quick(page, "block", "7")
         shown = page.evaluate("window.shownBlocks")
         assert shown[:3] == ["5", "6", "7"], shown  # each press shows at once
