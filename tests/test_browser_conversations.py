@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from engines.fake import ANSWER, THINKING
-from tests.support.browser import DESKTOP, PHONE, TABLET, done_count, send
+from tests.support.browser import DESKTOP, PHONE, TABLET, done_count, painted, send
 
 pytestmark = pytest.mark.browser
 
@@ -269,7 +269,7 @@ def test_the_message_box_stays_at_the_bottom(open_page, size):
             page.get_by_role("button", name="Close settings").click()  # the drawer covers its toggle
         else:
             toggle.click()
-        page.wait_for_timeout(50)
+        painted(page)
 
 
 @pytest.mark.parametrize("close", ["Escape", "scrim"])

@@ -91,7 +91,7 @@ def pane_states(page, width: int):
             page.get_by_role("button", name=close_label).click()  # the drawer covers the header
         else:
             toggle.click()
-        page.wait_for_timeout(50)
+        painted(page)
 
     combos = [(True, True), (False, False), (True, False), (False, True)] if width > 1100 else \
         [(False, False), (True, False), (False, True)]  # a narrow window has one drawer open at a time

@@ -7,6 +7,7 @@ import pytest
 import requests
 
 from engines.options import GenerationOptions
+from tests.support.browser import painted
 from tests.support.poll import wait_until
 from webapp.errors import ClientError
 
@@ -236,8 +237,7 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
         for seen, message in enumerate(held, 1):  # the answers arrive, in order, after the last press
             routes[0].send(message)
             page.wait_for_function(f"() => window.settingsSeen === {seen}")
-            # Two frames: the page's rendering is coalesced per frame, and each answer gets one of its own.
-            page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+            painted(page)  # each answer drawn in a frame of its own
         wait_quick(page, "block", "7")
         shown = page.evaluate("window.shownBlocks")
         assert shown[:3] == ["5", "6", "7"], shown  # each press shows at once
