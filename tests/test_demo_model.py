@@ -126,6 +126,20 @@ def test_sums_draw_a_number_with_its_own_first_or_last_digits_either_way_round()
     assert 5000 * 0.06 < len(overlapping) < 5000 * 0.2  # 8% drawn so, a few more by chance
 
 
+def test_sums_and_products_are_asked_what_they_equal_but_never_in_the_held_out_wording():
+    import random
+
+    rng = random.Random(3)
+    asked = [corpus.add_sub(rng).user for _ in range(4000)] + [corpus.multiply(rng).user for _ in range(2000)]
+    equal = [q for q in asked if re.search(r"\bequal\b", q)]
+    # Three or four wordings in about forty per operation: 7-9% expected.
+    assert 6000 * 0.04 < len(equal) < 6000 * 0.14
+    assert any(" times " in q for q in equal) and any(" plus " in q for q in equal) and any(" minus " in q for q in equal)
+    assert not [q for q in asked if re.search(r"\bequals\?", q)]
+    remains = [q for q in asked if q.startswith("How much remains once you take")]
+    assert remains and all(re.fullmatch(r"How much remains once you take \d+ away from \d+\?", q) for q in remains)
+
+
 def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as_named():
     import random
 
