@@ -115,6 +115,13 @@ class Exchange:
         return self.answer if thinking or self.answer_off is None else self.answer_off
 
 
+@dataclass
+class FollowUp(Exchange):
+    """A question that goes on from the exchange before it in the same chat."""
+
+    before: Exchange | None = None
+
+
 # ---------------------------------------------------------------- arithmetic
 
 

@@ -33,6 +33,7 @@ from webapp.blas import blas_in_use, ensure_fast_blas
 from webapp.precision import keep_float32_exact
 
 from . import corpus
+from .corpus import FollowUp
 
 ANSWER_NUMBER = re.compile(r"-?\d+")
 BARS = {"accuracy": 0.90, "acceptance_2": 0.70, "acceptance_3": 0.55, "speedup": 1.3}
@@ -324,13 +325,6 @@ HELD_OUT_AGAIN = corpus.HELD_OUT_AGAIN
 HELD_OUT_WORDS = corpus.HELD_OUT_WORDS
 ROOM_TEMPLATES = (HELD_OUT_PERCENT + HELD_OUT_OTHER_MATHS + HELD_OUT_LENGTH + HELD_OUT_UNIT_FOLLOW_UPS
                   + HELD_OUT_AMOUNT_FOLLOW_UPS + HELD_OUT_AGAIN)
-
-
-@dataclass
-class FollowUp(corpus.Exchange):
-    """A question that goes on from the exchange before it in the same chat."""
-
-    before: corpus.Exchange | None = None
 
 
 def _held_out_not_whole(rng: random.Random) -> corpus.Exchange:
