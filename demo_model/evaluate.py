@@ -34,6 +34,7 @@ from webapp.precision import keep_float32_exact
 
 from . import corpus
 from .corpus import FollowUp
+from .known_faults import known_faults
 
 ANSWER_NUMBER = re.compile(r"-?\d+")
 BARS = {"accuracy": 0.90, "acceptance_2": 0.70, "acceptance_3": 0.55, "speedup": 1.3}
@@ -582,7 +583,8 @@ def main() -> None:
     parser.add_argument("--chats-seed", type=int, default=7, help="another seed draws other long chats")
     parser.add_argument("--parts", default="skills,room,chats,bars,speed",
                         help="what to measure, comma-separated: skills (held-out wordings), room (what a room tries "
-                             "first: decimals, percentages, follow-ups, ...), chats (long chats as specchat sends "
+                             "first: decimals, percentages, follow-ups, ...), faults (the questions trained stages "
+                             "got wrong: a first screen, not part of the default), chats (long chats as specchat sends "
                              "them), bars (held-out sums, thinking off, drafter identity and acceptance), speed "
                              "(implies bars)")
     parser.add_argument("--room-class", action="append", default=[], choices=ROOM_CLASSES, metavar="CLASS",
@@ -641,7 +643,17 @@ def main() -> None:
                 cells.append(f"{cell(c)} {verdict(ok)}")
             print(f"  {skill:<22} on: {cells[0]:<42} off: {cells[1]}")
 
-    # 0c. Long chats: every question in a chat whose earlier replies are the model's own.
+    # 0c. The questions trained stages got wrong, as a first screen of a new checkpoint.
+    if "faults" in parts:
+        t0 = time.time()
+        asked = known_faults()
+        counts = outcomes(runner, asked)
+        modes = [{k: sum(c[k] for (_, th), c in counts.items() if th == thinking) for k in ("right", "honest", "wrong")}
+                 for thinking in (True, False)]
+        print(f"\nknown faults ({len(asked)} questions stages got wrong, greedy, {time.time() - t0:.0f}s): "
+              f"on: {cell(modes[0])}; off: {cell(modes[1])}")
+
+    # 0d. Long chats: every question in a chat whose earlier replies are the model's own.
     if "chats" in parts:
         t0 = time.time()
         results = chat_run(runner, args.chats, args.turns, args.chats_seed)

@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from demo_model import corpus
+from demo_model.known_faults import known_faults
 from demo_model.evaluate import (DEEP_TURN, HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES,
                                  ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, ask, chat_questions, chat_run,
                                  held_out_skills, holds_reasoning, judge, outcomes, room_questions,
@@ -172,6 +173,27 @@ def test_a_thinking_off_reply_holds_reasoning_only_beyond_its_own_words():
     assert not holds_reasoning(length.reply(False), length)
     assert holds_reasoning("Add 5 and 545 column by column, starting from the ones.", None)
     assert not holds_reasoning(corpus.THINK_FOR_SUMS, None)
+
+
+def test_known_faults_are_held_out_questions_with_their_right_replies():
+    asked = known_faults()
+    held_out = re.compile("|".join(f"(?:{_pattern(t)})" for t in HELD_OUT_TEMPLATES + ROOM_TEMPLATES), re.IGNORECASE)
+    questions = [ex.user for _, ex in asked] + [ex.before.user for _, ex in asked if isinstance(ex, FollowUp)]
+    assert len(questions) == len(asked) + 1 and all(held_out.fullmatch(q) for q in questions), questions
+    replies = {ex.user: ex.reply(True) for _, ex in asked}
+    assert replies["How many s's would you say scissors has?"] == "There are 4 s's in scissors."
+    assert replies["56 times 2 equals?"] == "56 × 2 = 112."
+    assert replies["How much is left when you take 0.12 from 352?"] == corpus.WHOLE_ONLY
+    assert replies["Tell me the same in centimeters."] == "7142 millimeters is 714.2 centimeters."
+
+
+@pytest.mark.slow
+def test_the_known_faults_screen_asks_a_follow_up_after_its_conversion_and_finds_the_shipped_miss(demo_runner):
+    missed = []
+    counts = outcomes(demo_runner, known_faults(), log=missed.append)
+    assert counts[("follow-ups", True)]["right"] == counts[("follow-ups", False)]["right"] == 1
+    # The one wording the shipped weights are known to miss (demo_model/README.md): the screen reports it.
+    assert counts[("letters", True)]["wrong"] >= 1 and any("meadow" in line for line in missed)
 
 
 @pytest.fixture(scope="module")
