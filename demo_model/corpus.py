@@ -218,11 +218,12 @@ def mul_exchange(a: int, b: int, question: str) -> Exchange:
     return Exchange(question, "\n".join(lines), f"{a} × {b} = {a * b}.", THINK_FOR_SUMS)
 
 
-# Each list ends with sums that are "equal" to something: elsewhere the corpus has the word only in unit questions
-# ("is equal to how many") and a division limit ("equal parts"), and stages 31 and 32 answered the held-out "56 times
-# 2 equals?" with the limit for units or for division, where "Find 56 times 2." and "56 times 2 is?" were multiplied.
-# Differences also begin "How much remains": stage 32a took the held-out "How much is left when you take 12 from
-# 352?" for a follow-up with nothing to follow.
+# Each list ends with sums that are "equal" to something, never in the evaluation's "56 times 2 equals?" nor one
+# word from it: elsewhere the corpus says "equal" only in unit questions ("is equal to how many") and a division
+# limit ("equal parts"), and stages 31 and 32 answered "56 times 2 equals?" with the limit for units or for
+# division, where "Find 56 times 2." and "56 times 2 is?" were multiplied. Differences also begin "How much
+# remains": stages 18 and 32a took the held-out "How much is left when you take 12 from 352?" for a follow-up with
+# nothing to follow.
 ADD_QUESTIONS = [
     "What is {a} + {b}?", "What is {a} plus {b}?", "Compute {a} + {b}.", "Calculate {a} + {b}.",
     "{a} + {b} = ?", "How much is {a} plus {b}?", "Add {a} and {b}.", "What's {a}+{b}?",
@@ -234,7 +235,7 @@ ADD_QUESTIONS = [
     "If you add {a} and {b}, what is it?", "{a} and {b} together make what?", "Adding {a} and {b} gives?",
     "Please add {a} and {b}.", "Could you add {a} and {b}?", "{a} + {b} is what?", "I want {a} + {b}.",
     "The sum of {a} and {b} is?", "Show me {a} plus {b}.", "Add {a} plus {b}.", "{a} plus {b} is?",
-    "What does {a} plus {b} equal?", "{a} plus {b} is equal to what?", "{a} + {b} is equal to?",
+    "What does {a} plus {b} equal?", "{a} + {b} is equal to?", "{a} and {b} added are equal to?",
 ]
 SUB_QUESTIONS = [
     "What is {a} - {b}?", "What is {a} minus {b}?", "Compute {a} - {b}.", "Calculate {a} - {b}.",
@@ -248,7 +249,7 @@ SUB_QUESTIONS = [
     "{a} - {b} is what?", "{a} minus {b} is?", "Show me {a} minus {b}.", "Deduct {b} from {a}.",
     "What remains after taking {b} from {a}?",
     "How much remains once you take {b} away from {a}?", "How much is there after taking {b} away from {a}?",
-    "What does {a} minus {b} equal?", "{a} minus {b} is equal to what?", "{a} - {b} is equal to?",
+    "What does {a} minus {b} equal?", "{a} - {b} is equal to?", "{b} taken from {a} is equal to?",
 ]
 MUL_QUESTIONS = [
     "What is {a} × {b}?", "What is {a} times {b}?", "Compute {a} * {b}.", "Calculate {a} x {b}.",
@@ -260,8 +261,7 @@ MUL_QUESTIONS = [
     "{a} multiplied by {b}", "{a} multiplied by {b} is what?", "Please multiply {a} by {b}.",
     "Could you multiply {a} and {b}?", "{a} × {b} is what?", "Show me {a} times {b}.", "{a} × {b}", "{a} x {b}",
     "{a} times {b} is?",
-    "What does {a} times {b} equal?", "{a} times {b} is equal to what?", "{a} × {b} is equal to?",
-    "{a} multiplied by {b} is equal to?",
+    "What does {a} times {b} equal?", "{a} × {b} is equal to?", "{a} multiplied by {b} is equal to?",
 ]
 
 
