@@ -30,7 +30,8 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
     mm, km, cm = _unit("millimeter"), _unit("kilometer"), _unit("centimeter")
     before = corpus.conversion(mm, km, Decimal(7142), "I have 7142 millimetre. How many km is that?")
     return [
-        # the word after "would" read as the word (stages 12-18), a repeated letter missed (18), a copy (30e)
+        # the word after "would" read as the word (stages 12-18), a repeated letter missed (18), a copy (30e), two
+        # letter wordings mixed in weights averaged across stages (18 with 31c)
         ("letters", corpus.letters_exchange("meadow", "m", "How many m's would you say meadow has?")),
         ("letters", corpus.letters_exchange("scissors", "s", "How many s's would you say scissors has?")),
         ("letters", corpus.letters_exchange("jacket", "a", "How many a's would you say jacket has?")),
@@ -39,7 +40,7 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("compare", corpus.compare_exchange(29237, 29037, "smaller",
                                             "Which would you say is smaller, 29237 or 29037?")),  # 17, 30e
         ("add/subtract", corpus.add_exchange(5, 545, "5 plus 545 equals?")),  # 30c, 30d
-        ("add/subtract", corpus.sub_exchange(352, 12, "How much is left when you take 12 from 352?")),  # 32a
+        ("add/subtract", corpus.sub_exchange(352, 12, "How much is left when you take 12 from 352?")),  # 18, 32a
         # the decimal's place taken by a copy of the other number (29, 31a-c, 32a, 32b)
         ("decimals", corpus.not_whole_exchange(["0.12", "352"], "How much is left when you take 0.12 from 352?")),
         ("multiply", corpus.mul_exchange(56, 2, "56 times 2 equals?")),  # 31b, 32a, 32b

@@ -134,7 +134,7 @@ def test_sums_and_products_are_asked_what_they_equal_but_never_in_the_held_out_w
     equal = [q for q in asked if re.search(r"\bequal\b", q)]
     # Three or four wordings in about forty per operation: 7-9% expected.
     assert 6000 * 0.04 < len(equal) < 6000 * 0.14
-    assert any(" times " in q for q in equal) and any(" plus " in q for q in equal) and any(" minus " in q for q in equal)
+    assert all(any(f" {word} " in q for q in equal) for word in ("times", "plus", "minus"))
     assert not [q for q in asked if re.search(r"\bequals\?", q)]
     remains = [q for q in asked if q.startswith("How much remains once you take")]
     assert remains and all(re.fullmatch(r"How much remains once you take \d+ away from \d+\?", q) for q in remains)

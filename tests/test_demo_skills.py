@@ -7,11 +7,11 @@ from decimal import Decimal
 import pytest
 
 from demo_model import corpus
-from demo_model.known_faults import known_faults
 from demo_model.evaluate import (DEEP_TURN, HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES,
                                  ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, ask, chat_questions, chat_run,
                                  held_out_skills, holds_reasoning, judge, outcomes, room_questions,
                                  skill_accuracy)
+from demo_model.known_faults import known_faults
 
 
 def _pattern(template: str) -> str:
