@@ -121,6 +121,11 @@ class FollowUp(Exchange):
 
     before: Exchange | None = None
 
+    @classmethod
+    def after(cls, before: Exchange, exchange: Exchange) -> FollowUp:
+        """``exchange`` asked in the chat where ``before`` was the last exchange."""
+        return cls(**vars(exchange), before=before)
+
 
 # ---------------------------------------------------------------- arithmetic
 
@@ -592,7 +597,11 @@ def unknown_unit(rng: random.Random) -> Exchange:
         frm, to = known_text, other
     else:
         frm, to = other, rng.choice(UNKNOWN_UNITS)
-    return Exchange(unit_question(rng, str(amount), frm, to), UNKNOWN_UNIT_THOUGHT, UNKNOWN_UNIT)
+    return unknown_unit_exchange(unit_question(rng, str(amount), frm, to))
+
+
+def unknown_unit_exchange(question: str) -> Exchange:
+    return Exchange(question, UNKNOWN_UNIT_THOUGHT, UNKNOWN_UNIT)
 
 
 def conversions(rng: random.Random) -> Exchange:

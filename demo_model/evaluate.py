@@ -258,7 +258,7 @@ def _held_out_unknown_unit(rng: random.Random) -> corpus.Exchange:
     other = rng.choice(HELD_OUT_UNKNOWN_UNITS)
     frm, to = (other, known.plural) if rng.random() < 0.5 else (known.plural, other)
     question = _unit_question(rng, frm, to, str(rng.randint(1, 500)))
-    return corpus.Exchange(question, corpus.UNKNOWN_UNIT_THOUGHT, corpus.UNKNOWN_UNIT)
+    return corpus.unknown_unit_exchange(question)
 
 
 def _held_out_letters(rng: random.Random) -> corpus.Exchange:
@@ -403,7 +403,7 @@ def held_out_follow_up(before: corpus.Exchange, rng: random.Random, thinking_bef
         new = corpus._time_amount(frm, to, rng) if frm.kind == "time" else corpus._metric_amount(rng)
         question = rng.choice(HELD_OUT_AMOUNT_FOLLOW_UPS).format(n=corpus.fmt(new), frm=corpus.unit_words(frm, new))
         ex = corpus.conversion(frm, to, new, question)
-    return FollowUp(ex.user, ex.reasoning, ex.answer, ex.answer_off, ex.topic, before=before)
+    return FollowUp.after(before, ex)
 
 
 def _held_out_follow_up(rng: random.Random) -> corpus.Exchange:

@@ -17,18 +17,11 @@ def _unit(name: str) -> corpus.Unit:
     return next(u for u in corpus.UNITS if u.name == name)
 
 
-def _follow_up(before: corpus.Exchange, after: corpus.Exchange) -> corpus.FollowUp:
-    return corpus.FollowUp(after.user, after.reasoning, after.answer, after.answer_off, after.topic, before=before)
-
-
-def _unknown_unit(question: str) -> corpus.Exchange:
-    return corpus.Exchange(question, corpus.UNKNOWN_UNIT_THOUGHT, corpus.UNKNOWN_UNIT)
-
-
 def known_faults() -> list[tuple[str, corpus.Exchange]]:
     """(class, exchange) for every question a stage got wrong, in the order of the training log."""
     mm, km, cm = _unit("millimeter"), _unit("kilometer"), _unit("centimeter")
     before = corpus.conversion(mm, km, Decimal(7142), "I have 7142 millimetre. How many km is that?")
+    same_in_cm = corpus.conversion(mm, cm, Decimal(7142), "Tell me the same in centimeters.")
     return [
         # the word after "would" read as the word (stages 12-18), a repeated letter missed (18), a copy (30e), two
         # letter wordings mixed in weights averaged across stages (18 with 31c)
@@ -46,8 +39,7 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("multiply", corpus.mul_exchange(56, 2, "56 times 2 equals?")),  # 31b, 32a, 32b
         ("multiply", corpus.mul_exchange(702, 5, "702 times 5 equals?")),  # 30e, 32b1, 32b
         ("multiply", corpus.mul_exchange(48, 7, "48 times 7 equals?")),  # 32a, 32b
-        ("unknown units", _unknown_unit("Change 142 hands into grams.")),  # 31b, 31c: "hours to grams"
-        ("unknown units", _unknown_unit("I have 55 quarts. How many hours is that?")),  # 31c
-        ("follow-ups", _follow_up(before, corpus.conversion(mm, cm, Decimal(7142),
-                                                            "Tell me the same in centimeters."))),  # 30c, 31c
+        ("unknown units", corpus.unknown_unit_exchange("Change 142 hands into grams.")),  # 31b, 31c: "hours to grams"
+        ("unknown units", corpus.unknown_unit_exchange("I have 55 quarts. How many hours is that?")),  # 31c
+        ("follow-ups", corpus.FollowUp.after(before, same_in_cm)),  # 30c, 31c
     ]
