@@ -227,8 +227,8 @@ def mul_exchange(a: int, b: int, question: str) -> Exchange:
 # word from it: elsewhere the corpus says "equal" only in unit questions ("is equal to how many") and a division
 # limit ("equal parts"), and stages 31 and 32 answered "56 times 2 equals?" with the limit for units or for
 # division, where "Find 56 times 2." and "56 times 2 is?" were multiplied. Differences also begin "How much
-# remains": stages 18 and 32a took the held-out "How much is left when you take 12 from 352?" for a follow-up with
-# nothing to follow.
+# remains" and some take one number "from" another without "away": stages 18, 32a and 34 took the held-out "How much
+# is left when you take 12 from 352?" for a follow-up with nothing to follow (as in "Now take 5 hours.").
 ADD_QUESTIONS = [
     "What is {a} + {b}?", "What is {a} plus {b}?", "Compute {a} + {b}.", "Calculate {a} + {b}.",
     "{a} + {b} = ?", "How much is {a} plus {b}?", "Add {a} and {b}.", "What's {a}+{b}?",
@@ -254,6 +254,8 @@ SUB_QUESTIONS = [
     "{a} - {b} is what?", "{a} minus {b} is?", "Show me {a} minus {b}.", "Deduct {b} from {a}.",
     "What remains after taking {b} from {a}?",
     "How much remains once you take {b} away from {a}?", "How much is there after taking {b} away from {a}?",
+    "How much do you get when you take {b} from {a}?", "Take {b} from {a}. How much remains?",
+    "If I take {b} from {a}, how much remains?",
     "What does {a} minus {b} equal?", "{a} - {b} is equal to?", "{b} taken from {a} is equal to?",
 ]
 MUL_QUESTIONS = [

@@ -138,6 +138,8 @@ def test_sums_and_products_are_asked_what_they_equal_but_never_in_the_held_out_w
     assert not [q for q in asked if re.search(r"\bequals\?", q)]
     remains = [q for q in asked if q.startswith("How much remains once you take")]
     assert remains and all(re.fullmatch(r"How much remains once you take \d+ away from \d+\?", q) for q in remains)
+    taken = [q for q in asked if re.search(r"\btake \d+ from \d+", q)]
+    assert len(taken) > 4000 * 0.5 / 50 and not [q for q in asked if q.startswith("How much is left when")]
 
 
 def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as_named():
