@@ -183,6 +183,7 @@ def test_known_faults_are_held_out_questions_with_their_right_replies():
     replies = {ex.user: ex.reply(True) for _, ex in asked}
     assert replies["How many s's would you say scissors has?"] == "There are 4 s's in scissors."
     assert replies["56 times 2 equals?"] == "56 × 2 = 112."
+    assert replies["9104 minus 9 equals?"] == "9104 - 9 = 9095."
     assert replies["How much is left when you take 0.12 from 352?"] == corpus.WHOLE_ONLY
     assert replies["Tell me the same in centimeters."] == "7142 millimeters is 714.2 centimeters."
 
