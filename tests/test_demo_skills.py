@@ -193,8 +193,8 @@ def test_the_known_faults_screen_asks_a_follow_up_after_its_conversion_and_finds
     missed = []
     counts = outcomes(demo_runner, known_faults(), log=missed.append)
     assert counts[("follow-ups", True)]["right"] == counts[("follow-ups", False)]["right"] == 1
-    # The one wording the shipped weights are known to miss (demo_model/README.md): the screen reports it.
-    assert counts[("letters", True)]["wrong"] >= 1 and any("meadow" in line for line in missed)
+    # The one question the shipped weights are known to miss (demo_model/README.md): the screen reports it.
+    assert counts[("letters", True)]["wrong"] >= 1 and any("xacket" in line for line in missed)
 
 
 @pytest.fixture(scope="module")
@@ -203,11 +203,9 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# Where the shipped weights (stage 18) are below the bar on the evaluation's ten questions per skill, each miss
-# measured in demo_model/README.md, both honest limits other than the expected one, with thinking off: a unit it
-# does not know gets the limit for an unclear question ("I have 445 teaspoons. How many days is that?"), and a
-# question on another topic the limit for a repeat with nothing to repeat.
-SKILLS_NOT_AT_THE_BAR = {("unknown units", False), ("other topics", False)}
+# The shipped weights (stage 36a) meet the bar on the evaluation's ten questions per skill in both modes, in both
+# draws measured in demo_model/README.md.
+SKILLS_NOT_AT_THE_BAR: set[tuple[str, bool]] = set()
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
@@ -226,8 +224,8 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 18):
-# one letter count worded "How many m's would you say meadow has?" counts in "w".
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 36a):
+# in the second draw, "How many a's would you say jacket has?" counts the a in "xacket" (the count is right).
 NOT_AT_THE_BAR = {("letters, any word", True)}
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
