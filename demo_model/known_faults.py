@@ -33,7 +33,7 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("compare", corpus.compare_exchange(29237, 29037, "smaller",
                                             "Which would you say is smaller, 29237 or 29037?")),  # 17, 30e
         ("add/subtract", corpus.add_exchange(5, 545, "5 plus 545 equals?")),  # 30c, 30d
-        ("add/subtract", corpus.sub_exchange(352, 12, "How much is left when you take 12 from 352?")),  # 18, 32a
+        ("add/subtract", corpus.sub_exchange(352, 12, "How much is left when you take 12 from 352?")),  # 18, 32a, 34
         # the number taken away read as a copy of the other ("9104 - 9104 = 0.")
         ("add/subtract", corpus.sub_exchange(9104, 9, "9104 minus 9 equals?")),  # 35a, 36b
         # the decimal's place taken by a copy of the other number (29, 31a-c, 32a, 32b)

@@ -138,6 +138,7 @@ def test_sums_and_products_are_asked_what_they_equal_but_never_in_the_held_out_w
     assert not [q for q in asked if re.search(r"\bequals\?", q)]
     remains = [q for q in asked if q.startswith("How much remains once you take")]
     assert remains and all(re.fullmatch(r"How much remains once you take \d+ away from \d+\?", q) for q in remains)
+    # Three wordings of about fifty, in the draws that subtract: about a hundred of these 4,000.
     taken = [q for q in asked if re.search(r"\btake \d+ from \d+", q)]
     assert len(taken) > 4000 * 0.5 / 50 and not [q for q in asked if q.startswith("How much is left when")]
 
