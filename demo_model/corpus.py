@@ -764,6 +764,11 @@ HELD_OUT_WORDS = ("xylophone quizzical jigsaw rhythm sphinx wizard blizzard pump
 _EVALUATION_WORDS = frozenset(HELD_OUT_UNKNOWN_UNITS + HELD_OUT_WORDS)
 
 
+# Letters that few of the other words begin with as a token of their own (" j": 1 word in 60; " q" and " z" are
+# never tokens): stage 36a copied " j" + "ack" + "et" as "xacket" in a held-out wording.
+RARE_INITIALS = "jxuyvk"
+
+
 def any_word(rng: random.Random) -> str:
     """A word to count letters in: a known one, a changed one, a made-up one, tokens joined, or random letters."""
     word = _any_word(rng)
@@ -781,9 +786,11 @@ def _any_word(rng: random.Random) -> str:
         i = rng.randrange(len(word) + 1)
         word = rng.choice([word + "s", word + "ing", word[:i] + rng.choice("abcdefghijklmnopqrstuvwxyz") + word[i:],
                            word[:i] + word[i + 1:] or word])
-    elif r < 0.47:
+    elif r < 0.43:
         word = "".join(rng.choice(_SYLLABLES) for _ in range(rng.randint(1, 5)))
-    elif r < 0.59:
+    elif r < 0.49:
+        word = pieces_word(rng, rng.choice(RARE_INITIALS))
+    elif r < 0.61:
         word = pieces_word(rng, rng.choice(clause_word_starts() if rng.random() < 0.5 else word_start_pieces()))
     elif r < 0.72:
         word = pieces_word(rng)
@@ -1039,6 +1046,11 @@ LENGTH_QUESTIONS = [
     "Count how many letters {w} has.", "Spell {w} and count its letters.", "What's the letter count for {w}?",
     "Number of letters in {w}?", "What length is the word {w}?", "How many letters are in the word {w}?",
     "Can you count the letters in {w}?", "Find the number of letters in {w}.", "{w}: how many letters is that?",
+    # The word right after "of", where stage 36a read its first token as another word of the question ("What is
+    # the letter count of mever?" spelled "isver").
+    "What is the length of {w}?", "What's the length of {w}?", "Tell me the length of {w}.",
+    "Work out the length of {w}.", "Find the length of {w}.", "What is the size of {w} in letters?",
+    "Count the letters of {w}.", "Give me the size of {w} in letters.",
 ]
 
 

@@ -96,6 +96,20 @@ def test_letter_and_length_questions_put_a_clause_before_the_word_and_ask_a_leng
     assert sum(bool(re.search(r"\b(?:and|then) .*\bthe letter [a-z]\b", q)) for q, _ in letters) > 50
 
 
+def test_words_begin_with_rare_letters_and_lengths_are_asked_of_the_word_right_after_of():
+    from demo_model import probe_words
+
+    rng = random.Random(8)
+    tokenizer = probe_words._tokenizer()
+    firsts = [probe_words._first_token(tokenizer, corpus.any_word(rng)) for _ in range(6_000)]
+    # "jacket" is " j" + "ack" + "et": each rare letter opens 1 word in 100 as a token of its own (" x" and " u"
+    # 1 in 200 without RARE_INITIALS), together 1 in 10 (1 in 13 without)
+    opening = {c: firsts.count("Ġ" + c) for c in corpus.RARE_INITIALS}
+    assert min(opening.values()) > 6_000 / 100 and sum(opening.values()) > 6_000 / 10
+    lengths = _with_words([corpus.word_length(rng) for _ in range(4_000)])
+    assert sum(bool(re.search(rf"\bof {w}\b", q)) for q, w in lengths) > 4_000 * 0.5 * 8 / 35 * 0.7
+
+
 def test_a_follow_up_to_a_new_metric_unit_often_goes_without_thinking():
     rng = random.Random(6)
     new_unit = []
