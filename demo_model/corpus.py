@@ -1080,7 +1080,19 @@ def word_length(rng: random.Random) -> Exchange:
     word = any_word(rng)
     if rng.random() < 0.5:
         return length_exchange(word, length_question(rng, word))
-    return length_exchange(word, rng.choice(LENGTH_QUESTIONS).format(w=word))
+    template = rng.choice(LENGTH_QUESTIONS)
+    # After "of", stage 37a wrote "the" for a made-up word's first token when that token is a word itself
+    # ("What is the letter count of mever?" spelled "thever"): half these words open with one.
+    if " of {w}" in template and rng.random() < 0.5:
+        word = clause_start_word(rng)
+    return length_exchange(word, template.format(w=word))
+
+
+def clause_start_word(rng: random.Random) -> str:
+    """A made-up word that opens with one of ``clause_word_starts`` ("mever", "ofrompt"), never a held-out word."""
+    while (word := pieces_word(rng, rng.choice(clause_word_starts()))) in _EVALUATION_WORDS:
+        pass
+    return word
 
 
 LARGER, SMALLER = ["larger", "bigger", "greater"], ["smaller", "less"]
