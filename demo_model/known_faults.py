@@ -23,8 +23,9 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
     before = corpus.conversion(mm, km, Decimal(7142), "I have 7142 millimetre. How many km is that?")
     same_in_cm = corpus.conversion(mm, cm, Decimal(7142), "Tell me the same in centimeters.")
     return [
-        # the word after "would" read as the word (stages 12-18), a repeated letter missed (18), a copy (30e), two
-        # letter wordings mixed in weights averaged across stages (18 with 31c)
+        # the word after "would" read as the word (stages 12-18), a repeated letter missed (18), a copy (30e; and
+        # jacket's " j" as another letter in 34b, 35b, 36a, 37d), two letter wordings mixed in weights averaged
+        # across stages (18 with 31c)
         ("letters", corpus.letters_exchange("meadow", "m", "How many m's would you say meadow has?")),
         ("letters", corpus.letters_exchange("scissors", "s", "How many s's would you say scissors has?")),
         ("letters", corpus.letters_exchange("jacket", "a", "How many a's would you say jacket has?")),
@@ -35,7 +36,7 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("add/subtract", corpus.add_exchange(5, 545, "5 plus 545 equals?")),  # 30c, 30d
         ("add/subtract", corpus.sub_exchange(352, 12, "How much is left when you take 12 from 352?")),  # 18, 32a, 34
         # the number taken away read as a copy of the other ("9104 - 9104 = 0.")
-        ("add/subtract", corpus.sub_exchange(9104, 9, "9104 minus 9 equals?")),  # 35a, 36b
+        ("add/subtract", corpus.sub_exchange(9104, 9, "9104 minus 9 equals?")),  # 35a, 36b, 38a
         # the decimal's place taken by a copy of the other number (29, 31a-c, 32a, 32b)
         ("decimals", corpus.not_whole_exchange(["0.12", "352"], "How much is left when you take 0.12 from 352?")),
         ("multiply", corpus.mul_exchange(56, 2, "56 times 2 equals?")),  # 31b, 32a, 32b
@@ -44,4 +45,6 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("unknown units", corpus.unknown_unit_exchange("Change 142 hands into grams.")),  # 31b, 31c: "hours to grams"
         ("unknown units", corpus.unknown_unit_exchange("I have 55 quarts. How many hours is that?")),  # 31c
         ("follow-ups", corpus.FollowUp.after(before, same_in_cm)),  # 30c, 31c
+        # "one" inside a word read as a number in words, thinking off (37a)
+        ("other topics", corpus.Exchange("Who invented the telephone?", corpus.FALLBACK_THOUGHT, corpus.FALLBACK)),
     ]
