@@ -19,7 +19,8 @@ def _unit(name: str) -> corpus.Unit:
 
 def known_faults() -> list[tuple[str, corpus.Exchange]]:
     """(class, exchange) for every question a stage got wrong, in the order of the training log."""
-    mm, km, cm = _unit("millimeter"), _unit("kilometer"), _unit("centimeter")
+    mm, km, cm, minute, second = (_unit(name) for name in ("millimeter", "kilometer", "centimeter", "minute",
+                                                            "second"))
     before = corpus.conversion(mm, km, Decimal(7142), "I have 7142 millimetre. How many km is that?")
     same_in_cm = corpus.conversion(mm, cm, Decimal(7142), "Tell me the same in centimeters.")
     return [
@@ -45,6 +46,8 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("unknown units", corpus.unknown_unit_exchange("Change 142 hands into grams.")),  # 31b, 31c: "hours to grams"
         ("unknown units", corpus.unknown_unit_exchange("I have 55 quarts. How many hours is that?")),  # 31c
         ("follow-ups", corpus.FollowUp.after(before, same_in_cm)),  # 30c, 31c
+        # "s" for seconds read as a unit it does not know, thinking off (38b: a limit)
+        ("units", corpus.conversion(minute, second, Decimal(11), "I have 11 min. How many s is that?")),
         # "one" inside a word read as a number in words, thinking off (37a)
         ("other topics", corpus.Exchange("Who invented the telephone?", corpus.FALLBACK_THOUGHT, corpus.FALLBACK)),
     ]
