@@ -37,7 +37,7 @@ def known_faults() -> list[tuple[str, corpus.Exchange]]:
         ("add/subtract", corpus.add_exchange(5, 545, "5 plus 545 equals?")),  # 30c, 30d
         ("add/subtract", corpus.sub_exchange(352, 12, "How much is left when you take 12 from 352?")),  # 18, 32a, 34
         # the number taken away read as a copy of the other ("9104 - 9104 = 0.")
-        ("add/subtract", corpus.sub_exchange(9104, 9, "9104 minus 9 equals?")),  # 35a, 36b, 38a
+        ("add/subtract", corpus.sub_exchange(9104, 9, "9104 minus 9 equals?")),  # 35a, 36b, 37c, 38a
         # the decimal's place taken by a copy of the other number (29, 31a-c, 32a, 32b)
         ("decimals", corpus.not_whole_exchange(["0.12", "352"], "How much is left when you take 0.12 from 352?")),
         ("multiply", corpus.mul_exchange(56, 2, "56 times 2 equals?")),  # 31b, 32a, 32b

@@ -208,12 +208,14 @@ def test_known_faults_are_held_out_questions_with_their_right_replies():
 
 
 @pytest.mark.slow
-def test_the_known_faults_screen_asks_a_follow_up_after_its_conversion_and_finds_the_shipped_miss(demo_runner):
+def test_the_known_faults_screen_asks_a_follow_up_after_its_conversion_and_the_shipped_weights_pass_it(demo_runner):
     missed = []
     counts = outcomes(demo_runner, known_faults(), log=missed.append)
     assert counts[("follow-ups", True)]["right"] == counts[("follow-ups", False)]["right"] == 1
-    # The one question the shipped weights are known to miss (demo_model/README.md): the screen reports it.
-    assert counts[("letters", True)]["wrong"] >= 1 and any("xacket" in line for line in missed)
+    # Every question of the screen, in both modes; the shipped weights (stage 38b) get none wrong
+    # (demo_model/README.md), where stage 36a copied "jacket" as "xacket".
+    assert sum(sum(c.values()) for c in counts.values()) == 2 * len(known_faults())
+    assert sum(c["wrong"] for c in counts.values()) == 0, missed
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +224,10 @@ def scores(demo_runner):
     return skill_accuracy(demo_runner, 2, seed=2024, log=lambda line: None)
 
 
-# The shipped weights (stage 36a) meet the bar on the evaluation's ten questions per skill in both modes, in both
-# draws measured in demo_model/README.md.
-SKILLS_NOT_AT_THE_BAR: set[tuple[str, bool]] = set()
+# The shipped weights (stage 38b) meet the bar on the evaluation's ten questions per skill in both modes, in both
+# draws measured in demo_model/README.md, but for units with thinking off in the second draw: "I have 11 min. How
+# many s is that?" gets the limit for a unit it does not know (9 of 10).
+SKILLS_NOT_AT_THE_BAR = {("units", False)}
 # Every other claim, in both modes: the shipped weights meet the bar on all of them.
 CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
           for skill in SKILLS for thinking in (True, False) if (skill, thinking) not in SKILLS_NOT_AT_THE_BAR]
@@ -243,9 +246,9 @@ def room(demo_runner):
     return outcomes(demo_runner, room_questions(2, seed=2024), log=lambda line: None)
 
 
-# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md, stage 36a):
-# in the second draw, "How many a's would you say jacket has?" counts the a in "xacket" (the count is right).
-NOT_AT_THE_BAR = {("letters, any word", True)}
+# Where the shipped weights are not at the bar on the evaluation's 20 questions (demo_model/README.md): stage 38b
+# meets it in every class and mode in both draws measured.
+NOT_AT_THE_BAR: set[tuple[str, bool]] = set()
 ROOM_CLAIMS = [pytest.param(skill, thinking, id=f"{skill}-{'on' if thinking else 'off'}")
                for skill in ROOM_CLASSES for thinking in (True, False) if (skill, thinking) not in NOT_AT_THE_BAR]
 
