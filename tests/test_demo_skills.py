@@ -111,8 +111,8 @@ def test_words_begin_with_rare_letters_and_lengths_are_asked_of_the_word_right_a
     assert len(after_of) > 4_000 * 0.5 * 8 / 35 * 0.7
     # half of them open with a word of their own ("What is the length of mever?"): 1 in 11 of the others
     clause_starts = corpus.clause_word_starts()
-    opening = [probe_words._first_token(tokenizer, w)[1:] in clause_starts for w in after_of]
-    assert sum(opening) > len(after_of) * 0.4
+    with_a_word = [probe_words._first_token(tokenizer, w)[1:] in clause_starts for w in after_of]
+    assert sum(with_a_word) > len(after_of) * 0.4
 
 
 def test_a_follow_up_to_a_new_metric_unit_often_goes_without_thinking():
