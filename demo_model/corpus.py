@@ -771,9 +771,13 @@ RARE_INITIALS = "jxuyvk"
 
 def any_word(rng: random.Random) -> str:
     """A word to count letters in: a known one, a changed one, a made-up one, tokens joined, or random letters."""
-    word = _any_word(rng)
-    while word.lower() in _EVALUATION_WORDS:
-        word = _any_word(rng)
+    return _outside_evaluation(lambda: _any_word(rng))
+
+
+def _outside_evaluation(draw) -> str:
+    """``draw()`` again until the word is none the evaluation asks about."""
+    while (word := draw()).lower() in _EVALUATION_WORDS:
+        pass
     return word
 
 
@@ -1090,9 +1094,7 @@ def word_length(rng: random.Random) -> Exchange:
 
 def clause_start_word(rng: random.Random) -> str:
     """A made-up word that opens with one of ``clause_word_starts`` ("mever", "ofrompt"), never a held-out word."""
-    while (word := pieces_word(rng, rng.choice(clause_word_starts()))) in _EVALUATION_WORDS:
-        pass
-    return word
+    return _outside_evaluation(lambda: pieces_word(rng, rng.choice(clause_word_starts())))
 
 
 LARGER, SMALLER = ["larger", "bigger", "greater"], ["smaller", "less"]
