@@ -17,6 +17,7 @@ pytestmark = pytest.mark.browser
 # Thirty short paragraphs, a word per token: every few tokens add a line to the lane, so its box grows.
 LONG_ANSWER = "\n\n".join(f"Step {i} is done." for i in range(1, 31))
 LIVE_LAG_MS = 300  # a live lane shows what arrived this long ago (the socket to the screen, on a busy machine)
+CLOCK_SLACK_MS = 100  # a lane's clock is shown to a tenth of a second
 
 # Before the page's own scripts: note every lane delta as it arrives, and sample both lanes every frame.
 SAMPLER = """
@@ -29,7 +30,8 @@ SAMPLER = """
       this.addEventListener("message", (event) => {
         const frame = JSON.parse(event.data);
         if (frame.type === "answer" && frame.lane) {
-          window.received.push({ at: performance.now(), lane: frame.lane, run: frame.run, text: frame.text });
+          window.received.push({ at: performance.now(), t: frame.t_ms, lane: frame.lane, run: frame.run,
+                                 text: frame.text });
         }
       });
     }
@@ -41,7 +43,7 @@ SAMPLER = """
       source: el.dataset.source, state: el.dataset.state, name: el.getAttribute("aria-label"),
       run: el.querySelector(".lane-run").textContent, badge: el.querySelector(".lane-basis").textContent,
       height: parts.reduce((sum, part) => sum + part.getBoundingClientRect().height, 0),
-      text: el.querySelector(".lane-answer").textContent,
+      text: el.querySelector(".lane-answer").textContent, clock: el.querySelector(".lane-clock").textContent,
     };
   };
   const sample = () => {
@@ -80,6 +82,14 @@ def slow_long_race(tab) -> None:
     tab.open()
 
 
+def paragraphs(frames: list[dict]) -> int:
+    return sum(1 for part in "".join(f["text"] for f in frames).split("\n\n") if part.strip())
+
+
+def clock_ms(lane: dict) -> float:
+    return float(lane["clock"].split()[0]) * 1000 if lane["clock"] else 0.0
+
+
 def spread_over(samples: list[dict], count: int) -> list[dict]:
     """`count` samples evenly spaced in time from the first to the last."""
     t0, t1 = samples[0]["t"], samples[-1]["t"]
@@ -107,24 +117,44 @@ def test_each_pairs_drafter_on_lane_streams_live_beside_a_recording_of_its_off_l
         assert pair[0][recorded]["badge"] == "recording" and pair[0][live]["badge"] == "live"
         assert pair[0][live]["name"] == f"Drafter {live}, live"
 
-        # Both lanes grow side by side while both still stream: every box taller than at the sample before.
+        # Both lanes grow side by side while both still stream: at evenly spaced samples, each box is taller
+        # than at the sample before whenever its source had a new paragraph for it by then: the socket for the
+        # live lane, the recorded times up to its clock for the recording (a busy machine can hold either back).
         both = [s for s in pair if s[live]["state"] == "streaming" and s[recorded]["state"] == "streaming"]
         assert both[-1]["t"] - both[0]["t"] > 800, "the lanes streamed together too briefly to watch"
+        came = [f for f in received if f["lane"] == live and f["run"] == index]
+        recording = [f for f in received if f["lane"] == recorded and f["run"] == index]
         picks = spread_over(both, 5)
-        for lane in (live, recorded):
-            heights = [s[lane]["height"] for s in picks]
-            assert all(b > a for a, b in zip(heights, heights[1:])), (lane, heights)
+        grew = {live: 0, recorded: 0}
+        for a, b in zip(picks, picks[1:]):
+            due = {
+                live: paragraphs([f for f in came if f["at"] <= b["t"] - LIVE_LAG_MS])
+                > paragraphs([f for f in came if f["at"] <= a["t"]]),
+                recorded: paragraphs([f for f in recording if f["t"] <= clock_ms(b[recorded]) - CLOCK_SLACK_MS])
+                > paragraphs([f for f in recording if f["t"] <= clock_ms(a[recorded]) + CLOCK_SLACK_MS]),
+            }
+            for lane in (live, recorded):
+                taller = b[lane]["height"] > a[lane]["height"]
+                assert taller or not due[lane], (lane, [s[lane]["height"] for s in picks])
+                grew[lane] += taller
+        assert grew[live] and grew[recorded], grew
+        # The recording's clock keeps the page's pace, give or take a tenth and two frames.
+        frame_gap = max(b["t"] - a["t"] for a, b in zip(both, both[1:]))
+        ran = clock_ms(both[-1][recorded]) - clock_ms(both[0][recorded])
+        assert ran >= both[-1]["t"] - both[0]["t"] - 2 * frame_gap - CLOCK_SLACK_MS, ran
 
         # The live lane shows what the socket brought, as it came; the recording, all of it here before the
-        # live lane started, is shown only as far as its recorded times have come.
-        whole = squeeze("".join(f["text"] for f in received if f["lane"] == recorded and f["run"] == index))
+        # live lane started, is shown as far as its recorded times have come by its clock.
+        whole = squeeze("".join(f["text"] for f in recording))
         for s in both:
-            came = [f for f in received if f["lane"] == live and f["run"] == index]
             now = squeeze("".join(f["text"] for f in came if f["at"] <= s["t"]))
             before = squeeze("".join(f["text"] for f in came if f["at"] <= s["t"] - LIVE_LAG_MS))
             shown = squeeze(s[live]["text"])
             assert now.startswith(shown) and len(shown) >= len(before)
-            assert whole.startswith(squeeze(s[recorded]["text"])) and len(squeeze(s[recorded]["text"])) < len(whole)
+            played = squeeze(s[recorded]["text"])
+            clock = clock_ms(s[recorded])
+            due = squeeze("".join(f["text"] for f in recording if f["t"] <= clock - CLOCK_SLACK_MS))
+            assert whole.startswith(played) and len(due) <= len(played) < len(whole)
 
     # The last pair's live lane (the drafter on, faster) ends before its recording, which plays on to its end
     # before the race shows done.

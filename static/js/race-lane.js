@@ -60,6 +60,7 @@ export class RaceLane {
     this.headline = null;
     this.live = true;
     this.clockMs = null;
+    this.clockEl.textContent = ""; // with the text it times, not a frame later
     this.finished = false;
     this.tint.clear();
     this.strip.reset();
