@@ -229,10 +229,7 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
         for _ in range(3):
             page.locator("#quick-bar [data-quick=blockUp]").click()
         wait_quick(page, "block", "7")
-        for _ in range(100):
-            if len(held) == 3:
-                break
-            page.wait_for_timeout(20)
+        wait_until(lambda: len(held) == 3, 10, sleep=lambda s: page.wait_for_timeout(s * 1000))
         assert [json.loads(m)["values"]["draft_block_size"] for m in held] == [5, 6, 7]
         for seen, message in enumerate(held, 1):  # the answers arrive, in order, after the last press
             routes[0].send(message)
