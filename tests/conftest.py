@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from engines.fake import FakeEngine
-from tests.support.browser import CHROMIUM_ARGS, DESKTOP, Tab, chromium_env, chromium_executable, collect_errors
+from tests.support.browser import (CHROMIUM_ARGS, DESKTOP, Tab, chromium_env, chromium_executable, collect_errors,
+                                   wait_ready)
 from tests.support.harness import ServerProcess
 from tests.support.hub_cache import HF_BASE
 from tests.support.servers import LiveServer
@@ -130,7 +131,7 @@ def open_page(browser, fake_server):
         page = context.new_page()
         collect_errors(page, errors)
         page.goto(fake_server.url + path)
-        page.wait_for_selector("#engine[data-state=ready]")
+        wait_ready(page)
         return page
 
     open_.expected = []  # console errors a test causes on purpose (a refused import logs its 400)

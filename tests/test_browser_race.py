@@ -160,9 +160,6 @@ def test_acceptance_strip_and_measuring_until_16_tokens(tab):
 def test_tint_marks_drafted_text_without_touching_the_markdown(tab):
     tab.open()
     page = tab.page
-    # Until the server's settings arrive the pane hides its sections, and their arrival moves the checkbox down:
-    # a click before then lands where the box was (seen on a loaded machine).
-    page.wait_for_selector("#settings .settings-waiting", state="detached")
     if page.locator("#tint-drafted").is_hidden():
         page.click("#settings-toggle")
     assert not page.locator("#tint-drafted").is_checked()

@@ -33,6 +33,14 @@ def collect_errors(page, errors: list[str]) -> None:
     page.on("console", lambda msg: msg.type == "error" and errors.append(msg.text))
 
 
+def wait_ready(page, timeout_ms: int = 30_000) -> None:
+    """Wait until the engine is ready and the settings pane holds the server's settings: the pane lays its
+    sections out once they arrive, which moves what lies below them, so a click made before then can land
+    where a control used to be (seen on a loaded machine)."""
+    page.wait_for_selector("#engine[data-state=ready]", timeout=timeout_ms)
+    page.wait_for_selector("#settings .settings-waiting", state="detached", timeout=timeout_ms)
+
+
 def ready_page(browser, url: str):
     """A page on ``url`` once its engine is ready; after the test, no page or console error may have shown."""
     context = browser.new_context(viewport={"width": 1200, "height": 900})
@@ -40,7 +48,7 @@ def ready_page(browser, url: str):
     errors = []
     collect_errors(page, errors)
     page.goto(url + "/")
-    page.wait_for_selector("#engine[data-state=ready]", timeout=60_000)
+    wait_ready(page, 60_000)
     yield page
     context.close()
     assert errors == []
@@ -111,7 +119,7 @@ class Tab:
 
     def open(self) -> None:
         self.page.goto(self.server.url + "/")
-        self.page.wait_for_selector("#engine[data-state=ready]")
+        wait_ready(self.page)
 
     def of_type(self, kind: str) -> list[dict]:
         return [f for f in self.frames if f.get("type") == kind]
