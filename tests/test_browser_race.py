@@ -7,7 +7,7 @@ import struct
 import pytest
 import requests
 
-from tests.support.browser import factor, painted, race, wait_for_frame, wait_race_done
+from tests.support.browser import factor, painted, race, wait_for_frame, wait_race_done, wait_ready
 from tests.support.poll import wait_until
 
 pytestmark = pytest.mark.browser
@@ -180,7 +180,7 @@ def test_tint_marks_drafted_text_without_touching_the_markdown(tab):
     assert answer.locator("mark, [style]").count() == 0
     # The choice is this browser's and survives a reload; off removes the tint.
     page.reload()
-    page.wait_for_selector("#engine[data-state=ready]")
+    wait_ready(page)
     assert page.locator("#tint-drafted").is_checked()
     page.uncheck("#tint-drafted")
     assert page.evaluate("CSS.highlights.has('drafted')") is False
