@@ -82,8 +82,14 @@ def slow_long_race(tab) -> None:
     tab.open()
 
 
-def paragraphs(frames: list[dict]) -> int:
-    return sum(1 for part in "".join(f["text"] for f in frames).split("\n\n") if part.strip())
+def text_until(frames: list[dict], key: str, limit: float) -> str:
+    """The text of the frames whose ``key`` (``at``, when the page got it; ``t``, its recorded time) is ``limit``
+    or earlier."""
+    return "".join(f["text"] for f in frames if f[key] <= limit)
+
+
+def paragraphs(text: str) -> int:
+    return sum(1 for part in text.split("\n\n") if part.strip())
 
 
 def clock_ms(lane: dict) -> float:
@@ -128,10 +134,10 @@ def test_each_pairs_drafter_on_lane_streams_live_beside_a_recording_of_its_off_l
         grew = {live: 0, recorded: 0}
         for a, b in zip(picks, picks[1:]):
             due = {
-                live: paragraphs([f for f in came if f["at"] <= b["t"] - LIVE_LAG_MS])
-                > paragraphs([f for f in came if f["at"] <= a["t"]]),
-                recorded: paragraphs([f for f in recording if f["t"] <= clock_ms(b[recorded]) - CLOCK_SLACK_MS])
-                > paragraphs([f for f in recording if f["t"] <= clock_ms(a[recorded]) + CLOCK_SLACK_MS]),
+                live: paragraphs(text_until(came, "at", b["t"] - LIVE_LAG_MS))
+                > paragraphs(text_until(came, "at", a["t"])),
+                recorded: paragraphs(text_until(recording, "t", clock_ms(b[recorded]) - CLOCK_SLACK_MS))
+                > paragraphs(text_until(recording, "t", clock_ms(a[recorded]) + CLOCK_SLACK_MS)),
             }
             for lane in (live, recorded):
                 taller = b[lane]["height"] > a[lane]["height"]
@@ -147,13 +153,12 @@ def test_each_pairs_drafter_on_lane_streams_live_beside_a_recording_of_its_off_l
         # live lane started, is shown as far as its recorded times have come by its clock.
         whole = squeeze("".join(f["text"] for f in recording))
         for s in both:
-            now = squeeze("".join(f["text"] for f in came if f["at"] <= s["t"]))
-            before = squeeze("".join(f["text"] for f in came if f["at"] <= s["t"] - LIVE_LAG_MS))
+            now = squeeze(text_until(came, "at", s["t"]))
+            before = squeeze(text_until(came, "at", s["t"] - LIVE_LAG_MS))
             shown = squeeze(s[live]["text"])
             assert now.startswith(shown) and len(shown) >= len(before)
             played = squeeze(s[recorded]["text"])
-            clock = clock_ms(s[recorded])
-            due = squeeze("".join(f["text"] for f in recording if f["t"] <= clock - CLOCK_SLACK_MS))
+            due = squeeze(text_until(recording, "t", clock_ms(s[recorded]) - CLOCK_SLACK_MS))
             assert whole.startswith(played) and len(due) <= len(played) < len(whole)
 
     # The last pair's live lane (the drafter on, faster) ends before its recording, which plays on to its end

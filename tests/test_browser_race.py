@@ -7,8 +7,7 @@ import struct
 import pytest
 import requests
 
-from tests.support.browser import factor, painted, race, wait_for_frame, wait_race_done, wait_ready
-from tests.support.poll import wait_until
+from tests.support.browser import factor, painted, race, wait_for_frame, wait_in_page, wait_race_done, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -375,7 +374,7 @@ def test_a_message_sent_while_the_speed_is_measured_goes_first(tab):
         "() => /tok\\/s \\(measured\\)/.test(document.querySelector('#baseline-status').textContent)",
         timeout=30_000)
     # The page can show the measurement before the second response's event reaches this process.
-    wait_until(lambda: len(calibrations) >= 2, 5, 0.05, sleep=lambda s: tab.page.wait_for_timeout(s * 1000))
+    wait_in_page(tab.page, lambda: len(calibrations) >= 2, 5, 0.05)
     assert calibrations == [200, 200] and tab.page.locator("#calibrate-error").is_hidden()
     assert host.baselines.get(host.engine.info())["source"] == "calibration"
 

@@ -7,8 +7,7 @@ import pytest
 import requests
 
 from engines.options import GenerationOptions
-from tests.support.browser import painted
-from tests.support.poll import wait_until
+from tests.support.browser import painted, wait_in_page
 from webapp.errors import ClientError
 
 pytestmark = pytest.mark.browser
@@ -26,8 +25,7 @@ def other_tab(server, **values) -> None:
 def server_has(page, server, **values) -> bool:
     """Whether the server comes to hold ``values``: the bar and the pane show a change at once, before the
     server has stored it."""
-    return wait_until(lambda: values.items() <= server_settings(server).items(), timeout=10,
-                      sleep=lambda s: page.wait_for_timeout(s * 1000))
+    return wait_in_page(page, lambda: values.items() <= server_settings(server).items())
 
 
 def wait_quick(page, name: str, text: str) -> None:
@@ -229,7 +227,7 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
         for _ in range(3):
             page.locator("#quick-bar [data-quick=blockUp]").click()
         wait_quick(page, "block", "7")
-        wait_until(lambda: len(held) == 3, 10, sleep=lambda s: page.wait_for_timeout(s * 1000))
+        wait_in_page(page, lambda: len(held) == 3)
         assert [json.loads(m)["values"]["draft_block_size"] for m in held] == [5, 6, 7]
         for seen, message in enumerate(held, 1):  # the answers arrive, in order, after the last press
             routes[0].send(message)

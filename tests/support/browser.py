@@ -125,13 +125,17 @@ class Tab:
         return [f for f in self.frames if f.get("type") == kind]
 
 
+def wait_in_page(page, predicate, timeout: float = 10.0, interval: float = 0.02) -> bool:
+    """``wait_until`` with the page's own wait passing the time, so that its events are delivered meanwhile."""
+    return wait_until(predicate, timeout, interval, sleep=lambda s: page.wait_for_timeout(s * 1000))
+
+
 def wait_for_frame(tab: Tab, kind: str, since: int, timeout_ms: int = 5000) -> dict:
     """The first frame of `kind` after the first `since` frames, waiting for it to arrive."""
     def found() -> list[dict]:
         return [f for f in tab.frames[since:] if f.get("type") == kind]
 
-    # The page's own wait passes the time, so that its websocket events are delivered meanwhile.
-    if not wait_until(found, timeout_ms / 1000, 0.05, sleep=lambda s: tab.page.wait_for_timeout(s * 1000)):
+    if not wait_in_page(tab.page, found, timeout_ms / 1000, 0.05):
         raise AssertionError(f"no {kind} frame arrived")
     return found()[0]
 
