@@ -1,6 +1,6 @@
 """Engines: models behind one interface that stream typed events."""
 
-from .base import Engine, EngineInfo, Message, Turn
+from .base import Engine, EngineInfo, Image, Message, Turn
 from .errors import EngineBusy, EngineError, EngineNotReady, ModelNotFound
 from .events import Answer, Delta, Done, Event, Stats, Thinking
 from .options import GenerationOptions
@@ -8,5 +8,5 @@ from .runner import guarded
 
 __all__ = [
     "Answer", "Delta", "Done", "Engine", "EngineBusy", "EngineError", "EngineInfo", "EngineNotReady",
-    "Event", "GenerationOptions", "Message", "ModelNotFound", "Stats", "Thinking", "Turn", "guarded",
+    "Event", "GenerationOptions", "Image", "Message", "ModelNotFound", "Stats", "Thinking", "Turn", "guarded",
 ]

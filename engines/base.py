@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import threading
@@ -11,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from .errors import EngineBusy, EngineNotReady
+from .errors import EngineBusy, EngineError, EngineNotReady
 from .events import Event
 from .guard import BUSY, Claimed
 from .options import GenerationOptions
 
 log = logging.getLogger(__name__)
+NO_VISION = ("This model cannot see images: load a checkpoint with its vision tower, e.g. Qwen/Qwen3.5-4B "
+             "converted by mlx_vlm.convert, or remove the images and send again.")
 State = Literal["starting", "loading", "ready", "error"]
 
 
@@ -31,10 +34,31 @@ class Status:
 
 
 @dataclass(frozen=True)
+class Image:
+    """An image attached to a message, known by its content: two images are equal when their bytes are.
+
+    ``data`` holds the file as uploaded (PNG, JPEG, WebP, GIF or BMP, already checked to decode);
+    ``width``/``height`` are as displayed, after any EXIF rotation.
+    """
+
+    id: str
+    sha256: str
+    mime: str
+    width: int
+    height: int
+    data: bytes = field(default=b"", repr=False, compare=False)
+
+    def data_url(self) -> str:
+        """The image as a ``data:`` URL, as OpenAI-compatible servers take it in an ``image_url`` part."""
+        return f"data:{self.mime};base64,{base64.b64encode(self.data).decode()}"
+
+
+@dataclass(frozen=True)
 class Message:
     role: Literal["system", "user", "assistant"]
     content: str
     reasoning: str = ""
+    images: tuple[Image, ...] = ()  # a user message's images, in the order they were attached
 
 
 @dataclass
@@ -93,6 +117,8 @@ class EngineInfo:
     drafter_note: str | None = None  # no drafter: why, and how to get one
     decode_loop_reason: str | None = None  # why every reply runs on mlx-vlm's loop (MLX engine), else None
     quantized_verify_ratio: float | None = None  # quantized body on a CPU: a 4-row product's time / a 1-row one's
+    vision: bool = False  # the model can take images
+    vision_note: str | None = None  # cannot see: why, and how to load a model that can
 
     def to_dict(self) -> dict:
         return {
@@ -106,6 +132,8 @@ class EngineInfo:
             "drafter_note": self.drafter_note,
             "decode_loop_reason": self.decode_loop_reason,
             "quantized_verify_ratio": self.quantized_verify_ratio,
+            "vision": self.vision,
+            "vision_note": self.vision_note,
         }
 
 
@@ -188,6 +216,10 @@ class Engine(ABC):
         status = self._status
         if status.state != "ready":
             raise EngineNotReady(f"The model is not ready ({status.state}: {status.message}). Wait for it to load.")
+        if any(m.images for m in turn.messages):
+            info = self.info()
+            if not info.vision:
+                raise EngineError(info.vision_note or NO_VISION, code="no_vision")
 
     @abstractmethod
     def _stream(self, turn: Turn) -> Iterator[Event]:

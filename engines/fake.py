@@ -9,6 +9,8 @@ forward pass (one plain token, or one verify round with the drafter on) takes
 faster by the tokens a round yields, unless ``round_s`` makes each round cost
 more than that saves. A word is a token; given a context
 (``context_words``) it measures prompts and refuses one that does not fit.
+It can see (``vision``): a reply to a message with images opens by saying how
+many it got and their sizes, and each image counts ``IMAGE_WORDS`` tokens.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from .stats import StatsMeter
 THINKING = "Let me think about this step by step . The user wants a reply . "
 ANSWER = "Here is **an answer** with code:\n\n```python\nprint('hello')\n```\n\nDone."
 KEPT = (3, 3, 1, 3, 0, 2, 3, 1)  # drafts kept in successive verify rounds (at most the block's drafts)
+IMAGE_WORDS = 16  # the tokens one image takes in the prompt
 
 
 class FakeEngine(Engine):
@@ -43,10 +46,13 @@ class FakeEngine(Engine):
         self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
         self.round_s = 0.0  # what a verify round costs on top of ``delay_s``: a drafter that does not pay
         self.answer: str | None = None  # the text every reply answers with, after its thinking (None: ANSWER)
+        self.vision = True  # takes images; a test sets False for a model that cannot see
 
     def info(self) -> EngineInfo:
         status = self._status
-        return EngineInfo(self.name, "fake-model", "fake drafter", status.state, status.message)
+        return EngineInfo(self.name, "fake-model", "fake drafter", status.state, status.message, vision=self.vision,
+                          vision_note=None if self.vision else "The fake model is set up blind: it cannot see "
+                          "images. Remove the images, or switch to a model that can see.")
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", "loading the fake model")
@@ -72,6 +78,10 @@ class FakeEngine(Engine):
             meter.record_rounds(rounds)
         thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
         answer = ANSWER if self.answer is None else self.answer  # read per reply: a test may replace ANSWER
+        images = next((m.images for m in reversed(turn.messages) if m.role == "user"), ())
+        if images:
+            answer = describe_images(images) + "\n\n" + answer
+        meter.image_tokens = IMAGE_WORDS * sum(len(m.images) for m in turn.messages)
         answer_words = [(False, w + " ") for w in answer.split(" ")]
         if turn.continued:  # go on after the words the unfinished reply already has
             said = turn.messages[-1]
@@ -133,8 +143,14 @@ class FakeEngine(Engine):
         self._set_state("error", "unloaded")
 
 
+def describe_images(images) -> str:
+    """What the fake model says it got: "I got 2 images: 64×48 PNG, 10×10 JPEG." """
+    sizes = ", ".join(f"{i.width}×{i.height} {i.mime.split('/')[-1].upper()}" for i in images)
+    return f"I got {len(images)} image{'s' if len(images) != 1 else ''}: {sizes}."
+
+
 def _words(messages: list[Message]) -> int:
-    return sum(len(m.content.split()) for m in messages)
+    return sum(len(m.content.split()) + IMAGE_WORDS * len(m.images) for m in messages)
 
 
 def _words_in(script: list[tuple[bool, str]], text: str) -> int:

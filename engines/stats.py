@@ -65,6 +65,11 @@ class StatsMeter:
         self.by_depth: list[float | None] | None = None
         self.rounds: list[tuple[int, int]] | None = None  # (accepted, drafted) per verify round
         self.decode_loop: tuple[str, str | None] | None = None  # (loop, why when not specchat's): MLX only
+        # The time to first token's parts, where the engine can tell them apart: the vision tower's time on
+        # this turn's images, then the prompt's prefill; the rest is the first token's own step.
+        self.image_tokens = 0
+        self.vision_ms: float | None = None
+        self.prefill_ms: float | None = None
         self._last_live = 0.0
 
     @property
@@ -137,5 +142,8 @@ class StatsMeter:
             "acceptance_by_depth": self.by_depth,
             **round_stats(self.rounds),
             **loop,
+            "image_tokens": self.image_tokens,
+            "vision_ms": self.vision_ms,
+            "prefill_ms": self.prefill_ms,
             "elapsed_ms": ms(self.started, time.perf_counter()),
         }
