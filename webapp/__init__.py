@@ -33,7 +33,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     from .hosting.settings import SettingsStore
     from .measurement.baseline import Baselines
     from .measurement.receipts import Receipts
-    from .web import api, models, pages, security
+    from .web import api, attachments, models, pages, security
     from .web.serving import ReaderThread
     from .web.ws import sock
 
@@ -59,6 +59,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
                Store(data), policy).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
+    app.register_blueprint(attachments.bp)
     app.register_blueprint(models.bp)
     sock.init_app(app)
     return app

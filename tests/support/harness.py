@@ -142,8 +142,9 @@ class FrameClient:
             if frame["type"] == kind and (id is None or frame.get("id") == id):
                 return frame, seen
 
-    def chat(self, id: str, text: str = "hello", timeout: float = 120) -> tuple[dict, list[dict]]:
-        self.send({"type": "chat", "id": id, "text": text})
+    def chat(self, id: str, text: str = "hello", timeout: float = 120,
+             images: list[str] | None = None) -> tuple[dict, list[dict]]:
+        self.send({"type": "chat", "id": id, "text": text, **({"images": images} if images else {})})
         return self.until("done", timeout=timeout, id=id)
 
     def close(self) -> None:

@@ -13,11 +13,11 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Message, Thinking, Turn, guarded
+from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, Turn, guarded
 
 from ..errors import ClientError
 from ..measurement.busy import CpuWatch
@@ -56,10 +56,13 @@ class Said:
 CONTINUABLE = ("cancelled", "length", "interrupted")  # replies ``continue`` may go on with
 
 
-def new_message(role: str, parent: str | None, content: str = "", settings: dict | None = None) -> dict:
-    """A message as stored; an assistant message is streaming (no ``finish_reason``) until its reply ends."""
+def new_message(role: str, parent: str | None, content: str = "", settings: dict | None = None,
+                images: list[str] | None = None) -> dict:
+    """A message as stored; an assistant message is streaming (no ``finish_reason``) until its reply ends.
+    ``images``: ids of stored attachments, in order."""
     return {"id": new_id(), "parent": parent, "role": role, "content": content, "thinking": "",
-            "finish_reason": None, "stats": None, "settings": settings, "created_at": now()}
+            "finish_reason": None, "stats": None, "settings": settings, "created_at": now(),
+            "images": list(images or ())}
 
 
 def produced_by(info: EngineInfo, options: GenerationOptions) -> dict:
@@ -74,8 +77,21 @@ def said_by_engine(messages: list[dict]) -> list[dict]:
     return [m for m in messages if not (m["role"] == "assistant" and m["finish_reason"] == "error")]
 
 
-def as_message(stored: dict) -> Message:
-    return Message(stored["role"], stored["content"], stored["thinking"])
+def as_message(stored: dict, images: Mapping[str, Image]) -> Message:
+    """A stored message as the engine gets it; ``images`` holds (at least) its images by id."""
+    return Message(stored["role"], stored["content"], stored["thinking"],
+                   tuple(images[id] for id in stored.get("images") or ()))
+
+
+def stored_images(store: Store, ids: list[str]) -> dict[str, Image]:
+    """The stored images ``ids`` name, with their bytes; an id not stored is refused, named."""
+    found = store.attachments(ids)
+    missing = next((id for id in ids if id not in found), None)
+    if missing is not None:
+        raise ClientError("unknown_attachment", f"No image {missing!r} is stored: upload it with POST "
+                          "/api/attachments (the page does so as you attach it), then send its id.")
+    return {id: Image(id, row["sha256"], row["mime"], row["width"], row["height"], row["data"])
+            for id, row in found.items()}
 
 
 class Autosave:
@@ -130,7 +146,11 @@ class Conversation:
 
     def history(self, leaf: str | None) -> list[Message]:
         """The branch ending at ``leaf``, as the engine gets it."""
-        return [as_message(m) for m in said_by_engine(self._store.branch(self.id, leaf))]
+        return self._as_messages(said_by_engine(self._store.branch(self.id, leaf)))
+
+    def _as_messages(self, stored: list[dict]) -> list[Message]:
+        images = stored_images(self._store, [id for m in stored for id in m.get("images") or ()])
+        return [as_message(m, images) for m in stored]
 
     def parent_for(self, requested: str | None, given: bool) -> str | None:
         """The message a new user message follows: the current leaf unless ``given``; a given None starts a
@@ -183,7 +203,7 @@ class Conversation:
                continued: bool = False) -> tuple[list[Message], Window]:
         """The branch ending at ``leaf`` (then ``said``) as the engine gets it, cut to what its context holds."""
         stored = said_by_engine(self._store.branch(self.id, leaf)) + ([said] if said else [])
-        return fit(self._engine(), [as_message(m) for m in stored], [m["id"] for m in stored], options,
+        return fit(self._engine(), self._as_messages(stored), [m["id"] for m in stored], options,
                    continued, self.window)
 
     def new_engine_id(self) -> None:

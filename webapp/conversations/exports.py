@@ -1,12 +1,16 @@
-"""A stored conversation as a file: lossless JSON (the whole tree, importable again) or readable Markdown."""
+"""A stored conversation as a file: lossless JSON (the whole tree with its images, importable again) or readable
+Markdown (which links its images)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import ClientError, describe_validation
+from .images import MAX_PER_MESSAGE, Attachment, read_image
 from .store import parse_time, title_of
 
 FORMAT = "specchat.conversation"
@@ -14,9 +18,12 @@ VERSION = 1
 FINISH_REASONS = ("stop", "length", "cancelled", "error", "interrupted")
 
 
-def export_json(conversation: dict) -> dict:
-    """The whole tree, every field as stored."""
-    return {"format": FORMAT, "version": VERSION, **conversation}
+def export_json(conversation: dict, attachments: dict[str, dict]) -> dict:
+    """The whole tree, every field as stored, and its images (``attachments``, by id, with ``data``) embedded
+    as base64, byte for byte."""
+    embedded = {id: {**{k: v for k, v in row.items() if k not in ("id", "data")},
+                     "data": base64.b64encode(row["data"]).decode()} for id, row in attachments.items()}
+    return {"format": FORMAT, "version": VERSION, **conversation, "attachments": embedded}
 
 
 class ImportedMessage(BaseModel):
@@ -31,12 +38,20 @@ class ImportedMessage(BaseModel):
     stats: dict | None = None
     settings: dict | None = None
     created_at: str
+    images: list[str] = Field(default_factory=list, max_length=MAX_PER_MESSAGE)
 
     @field_validator("created_at")
     @classmethod
     def _a_stored_time(cls, value: str) -> str:
         parse_time(value)  # a ValueError names the expected form
         return value
+
+
+class ImportedAttachment(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)  # its other fields follow from the bytes
+
+    sha256: str
+    data: str  # base64
 
 
 class ImportedConversation(BaseModel):
@@ -50,6 +65,7 @@ class ImportedConversation(BaseModel):
     created_at: str | None = None
     current: str | None = None
     messages: list[ImportedMessage] = Field(min_length=1)
+    attachments: dict[str, ImportedAttachment] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _a_tree(self) -> "ImportedConversation":
@@ -62,6 +78,10 @@ class ImportedConversation(BaseModel):
             seen.add(message.id)
         if self.current is not None and self.current not in seen:
             raise ValueError(f"current {self.current!r} is not the id of one of the messages")
+        for n, message in enumerate(self.messages):
+            missing = next((id for id in message.images if id not in self.attachments), None)
+            if missing is not None:
+                raise ValueError(f"messages.{n}.images names {missing!r}, which attachments does not hold")
         return self
 
 
@@ -73,6 +93,26 @@ def parse_import(body) -> ImportedConversation:
         return ImportedConversation.model_validate(body)
     except ValidationError as exc:
         raise ClientError("bad_import", f"Not a specchat conversation export: {describe_validation(exc)}.") from None
+
+
+def imported_images(export: ImportedConversation) -> list[Attachment]:
+    """The export's images, each checked as an upload is and against its id and hash, kept byte for byte."""
+    found = []
+    for id, embedded in export.attachments.items():
+        try:
+            data = base64.b64decode(embedded.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise ClientError("bad_import", f"attachments.{id}.data is not base64: export the conversation "
+                              "again.") from None
+        try:
+            attachment = read_image(data, normalize=False)
+        except ClientError as exc:
+            raise ClientError("bad_import", f"attachments.{id}: {exc.message}") from None
+        if (attachment.id, attachment.sha256) != (id, embedded.sha256):
+            raise ClientError("bad_import", f"attachments.{id} holds other bytes than its id and sha256 say: "
+                              "the export was changed; export the conversation again.")
+        found.append(attachment)
+    return found
 
 
 def imported(export: ImportedConversation) -> tuple[str, str, str, list[dict]]:
@@ -91,7 +131,9 @@ def branch_markdown(conversation: dict, branch: list[dict]) -> str:
     lines = [f"# {conversation['title'] or 'Conversation'}", "", f"*{conversation['created_at']}*", ""]
     for message in branch:
         if message["role"] == "user":
-            lines += ["## You", "", message["content"], ""]
+            lines += ["## You", ""]
+            lines += [f"![image {n}](/api/attachments/{id})" for n, id in enumerate(message.get("images") or (), 1)]
+            lines += ([""] if message.get("images") else []) + [message["content"], ""]
             continue
         lines += [f"## Assistant{_produced_by(message)}", ""]
         if message["thinking"]:

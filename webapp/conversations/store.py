@@ -78,7 +78,28 @@ MIGRATIONS = [
         INSERT INTO title_text(rowid, title) VALUES (new.n, new.title);
     END;
     """,
+    # Images: each stored once, known by its content; a message lists its own in order.
+    """
+    CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        sha256 TEXT NOT NULL,
+        mime TEXT NOT NULL,
+        width INTEGER NOT NULL,
+        height INTEGER NOT NULL,
+        data BLOB NOT NULL,
+        uploaded_at TEXT NOT NULL  -- its latest upload: one that no message holds yet is kept a while
+    );
+    CREATE TABLE message_images (
+        message INTEGER NOT NULL REFERENCES messages(seq) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        attachment TEXT NOT NULL REFERENCES attachments(id),
+        PRIMARY KEY (message, position)
+    );
+    CREATE INDEX message_images_by_attachment ON message_images(attachment);
+    """,
 ]
+UNSENT_KEPT = timedelta(days=1)  # an uploaded image no message holds is freed after this
+ATTACHMENT_FIELDS = ("id", "sha256", "mime", "width", "height")
 
 MESSAGE_FIELDS = ("id", "parent", "role", "content", "thinking", "finish_reason", "stats", "settings", "created_at")
 _COLUMNS = ", ".join(MESSAGE_FIELDS)
@@ -155,6 +176,7 @@ class Store:
                     self._db.execute(statement)
                 self._db.execute(f"PRAGMA user_version = {step + 1}")
         self.interrupted = self._mark_interrupted()
+        self._free_unsent()
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -203,10 +225,17 @@ class Store:
         """Every message of every branch, parents before children."""
         with self._reading() as db:
             rows = db.execute(
-                f"SELECT {', '.join('m.' + f for f in MESSAGE_FIELDS)} FROM messages m "
+                f"SELECT m.seq, {', '.join('m.' + f for f in MESSAGE_FIELDS)} FROM messages m "
                 "JOIN conversations c ON c.n = m.conversation WHERE c.id = ? ORDER BY m.seq", (conversation,),
             ).fetchall()
-        return [_message(row) for row in rows]
+            images: dict[int, list[str]] = {}
+            for seq, attachment in db.execute(
+                "SELECT i.message, i.attachment FROM message_images i JOIN messages m ON m.seq = i.message "
+                "JOIN conversations c ON c.n = m.conversation WHERE c.id = ? ORDER BY i.message, i.position",
+                (conversation,),
+            ):
+                images.setdefault(seq, []).append(attachment)
+        return [{**_message(row[1:]), "images": images.get(row[0], [])} for row in rows]
 
     def conversation(self, conversation: str) -> dict | None:
         head = self.head(conversation)
@@ -257,10 +286,7 @@ class Store:
                 ).lastrowid
             else:
                 db.execute("UPDATE conversations SET updated_at = ?, current = ? WHERE n = ?", (stamp, current, n))
-            db.executemany(
-                f"INSERT INTO messages (conversation, {_COLUMNS}) VALUES (?, {', '.join('?' * len(MESSAGE_FIELDS))})",
-                [(n, *_row(m)) for m in messages],
-            )
+            _insert(db, n, messages)
 
     def save_reply(self, conversation: str, message: str, content: str, thinking: str) -> None:
         """What a streaming reply has said so far."""
@@ -287,8 +313,49 @@ class Store:
             return db.execute("UPDATE conversations SET title = ? WHERE id = ?", (title, conversation)).rowcount > 0
 
     def delete(self, conversation: str) -> bool:
+        """Delete a conversation, and the images only it held (unless uploaded again since, for a message
+        still being written)."""
         with self._transaction() as db:
-            return db.execute("DELETE FROM conversations WHERE id = ?", (conversation,)).rowcount > 0
+            held = db.execute(
+                "SELECT i.attachment, max(m.created_at) FROM message_images i JOIN messages m ON m.seq = i.message "
+                "JOIN conversations c ON c.n = m.conversation WHERE c.id = ? GROUP BY i.attachment", (conversation,),
+            ).fetchall()
+            deleted = db.execute("DELETE FROM conversations WHERE id = ?", (conversation,)).rowcount > 0
+            db.executemany(
+                "DELETE FROM attachments WHERE id = ? AND uploaded_at <= ? "
+                "AND NOT EXISTS (SELECT 1 FROM message_images WHERE attachment = attachments.id)", held)
+        return deleted
+
+    # Images
+
+    def put_attachment(self, attachment) -> None:
+        """Store an ``images.Attachment`` (once: the same content again only renews its upload time)."""
+        with self._transaction() as db:
+            db.execute(
+                "INSERT INTO attachments (id, sha256, mime, width, height, data, uploaded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET uploaded_at = excluded.uploaded_at",
+                (attachment.id, attachment.sha256, attachment.mime, attachment.width, attachment.height,
+                 attachment.data, now()),
+            )
+
+    def attachments(self, ids: list[str], data: bool = True) -> dict[str, dict]:
+        """The stored images among ``ids``, by id: ``id, sha256, mime, width, height, bytes`` (and ``data``)."""
+        ids = list(dict.fromkeys(ids))
+        if not ids:
+            return {}
+        columns = ", ".join(ATTACHMENT_FIELDS) + ", length(data)" + (", data" if data else "")
+        with self._reading() as db:
+            rows = db.execute(f"SELECT {columns} FROM attachments WHERE id IN ({', '.join('?' * len(ids))})",
+                              ids).fetchall()
+        keys = (*ATTACHMENT_FIELDS, "bytes", *(("data",) if data else ()))
+        return {row[0]: dict(zip(keys, row)) for row in rows}
+
+    def _free_unsent(self) -> None:
+        """Images uploaded long ago that no message holds (the user never sent them) are freed."""
+        cutoff = (datetime.now(timezone.utc) - UNSENT_KEPT).strftime(TIME_FORMAT)
+        with self._transaction() as db:
+            db.execute("DELETE FROM attachments WHERE uploaded_at < ? "
+                       "AND NOT EXISTS (SELECT 1 FROM message_images WHERE attachment = attachments.id)", (cutoff,))
 
     def create(self, title: str, created_at: str, current: str | None, messages: list[dict]) -> str:
         """A new conversation holding ``messages`` as given (an import); returns its id."""
@@ -298,10 +365,7 @@ class Store:
                 "INSERT INTO conversations (id, title, created_at, updated_at, current) VALUES (?, ?, ?, ?, ?)",
                 (conversation, title, created_at, stamp, current),
             ).lastrowid
-            db.executemany(
-                f"INSERT INTO messages (conversation, {_COLUMNS}) VALUES (?, {', '.join('?' * len(MESSAGE_FIELDS))})",
-                [(n, *_row(m)) for m in messages],
-            )
+            _insert(db, n, messages)
         return conversation
 
     @staticmethod
@@ -323,6 +387,17 @@ def _statements(script: str) -> list[str]:
 
 def _json(value) -> str | None:
     return None if value is None else orjson.dumps(value).decode()
+
+
+def _insert(db: sqlite3.Connection, n: int, messages: list[dict]) -> None:
+    """Messages of conversation ``n``, each with its images (ids of stored attachments) in order."""
+    for message in messages:
+        seq = db.execute(
+            f"INSERT INTO messages (conversation, {_COLUMNS}) VALUES (?, {', '.join('?' * len(MESSAGE_FIELDS))})",
+            (n, *_row(message)),
+        ).lastrowid
+        db.executemany("INSERT INTO message_images (message, position, attachment) VALUES (?, ?, ?)",
+                       [(seq, position, id) for position, id in enumerate(message.get("images") or ())])
 
 
 def _row(message: dict) -> tuple:

@@ -88,8 +88,8 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
     lanes = race_lanes(options)
     # Every pair runs the drafter off first: the room watches the drafter-on lane live beside the recording of
     # the pair's off lane, as the race is shown (a sweep, watched as a chart, turns its order instead).
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[1], summarize, broke_off, parent,
-         rotate=False)
+    _run(host, conversation, frame.id, frame.text, frame.images, lanes, frame.runs, lanes[1], summarize, broke_off,
+         parent, rotate=False)
 
 
 def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
@@ -120,7 +120,7 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
         return summary
 
     lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
-    _run(host, conversation, frame.id, frame.text, lanes, frame.runs, lanes[-1], summarize,
+    _run(host, conversation, frame.id, frame.text, frame.images, lanes, frame.runs, lanes[-1], summarize,
          lambda: sweep_summary([], "error", BROKE_OFF, None), parent)
 
 
@@ -154,14 +154,15 @@ def divergence_margin(engine: Engine, results: list[LaneRun], lanes: list[Lane],
     return None
 
 
-def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes: list[Lane], runs: int | str,
+def _run(host: EngineHost, conversation: Conversation, id: str, text: str, images: list[str], lanes: list[Lane],
+         runs: int | str,
          kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None, list[Message]], dict],
          broke_off: Callable[[], dict],
          parent: str | None, rotate: bool = True) -> None:
     """Hold the engine, start the warm-up here (so a busy or loading engine is an error frame, not a
     failed race), then play every lane in the conversation (runs "auto": until the pairs settle it) and
     end with ``summarize``'s frame, or ``broke_off``'s if anything fails unexpectedly: one summary frame
-    either way. The text is stored after ``parent`` with ``kept``'s last answer as its reply, as a chat's
+    either way. The text (with its images) is stored after ``parent`` with ``kept``'s last answer as its reply, as a chat's
     would be; every frame carries that reply's ``message`` id."""
     if conversation.job is not None:
         raise ClientError("busy", "A reply is still streaming in this tab: stop it or wait, then race again.")
@@ -169,7 +170,7 @@ def _run(host: EngineHost, conversation: Conversation, id: str, text: str, lanes
         raise ClientError("busy", "A race or sweep is running: wait for it to finish, then try again.")
     opened = None  # the warm-up, once it holds the engine
     try:
-        said = new_message("user", parent, text)
+        said = new_message("user", parent, text, images=images)
         messages, window = conversation.fitted(parent, lanes[0].options, said)
         replies = [WarmUp(host.engine, id, lanes[0], 0, 0, messages)]
         replies += [LaneReply(host.engine, id, lane, run, prompt, messages)

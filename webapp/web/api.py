@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException
 
 from engines import EngineError, GenerationOptions
 
-from ..conversations.exports import branch_markdown, export_json, imported, parse_import
+from ..conversations.exports import branch_markdown, export_json, imported, imported_images, parse_import
 from ..conversations.store import parse_time
 from ..errors import ClientError, error_body
 from ..measurement.receipts import markdown
@@ -181,7 +181,8 @@ def export_conversation(id: str):
     conversation = _stored(id)
     kind = request.args.get("format", "json")
     if kind == "json":
-        response = jsonify(export_json(conversation))
+        ids = [id for message in conversation["messages"] for id in message["images"]]
+        response = jsonify(export_json(conversation, _conversations().store.attachments(ids)))
         suffix = "json"
     elif kind == "markdown":
         branch = _conversations().store.branch(id, conversation["current"])
@@ -195,5 +196,9 @@ def export_conversation(id: str):
 
 @bp.post("/conversations/import")
 def import_conversation():
-    title, created_at, current, messages = imported(parse_import(request.get_json(silent=True)))
+    export = parse_import(request.get_json(silent=True))
+    title, created_at, current, messages = imported(export)
+    store = _conversations().store
+    for attachment in imported_images(export):
+        store.put_attachment(attachment)
     return jsonify({"ok": True, "id": _conversations().store.create(title, created_at, current, messages)}), 201

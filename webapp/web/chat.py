@@ -138,7 +138,7 @@ class ChatSession:
     def _on_chat(self, frame: protocol.ChatFrame) -> None:
         conversation = self._free_conversation()
         parent = conversation.parent_for(frame.parent, frame.parent_given)
-        said = new_message("user", parent, frame.text)
+        said = new_message("user", parent, frame.text, images=frame.images)
         turn, window = conversation.turn(frame.id, parent, self._host.settings.current, said)
         self._reply(turn, window, [said, new_message("assistant", said["id"])])
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Literal, Union
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+from ..conversations.images import MAX_PER_MESSAGE
 from ..errors import ClientError, describe_validation
 
 PROTOCOL = 1
@@ -20,12 +21,28 @@ class _Frame(BaseModel):
 
 
 MessageId = Annotated[str, Field(min_length=1, max_length=200)]
+AttachmentId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]  # an id POST /api/attachments returned
+Images = Annotated[list[AttachmentId], Field(max_length=MAX_PER_MESSAGE)]
 
 
-class ChatFrame(_Frame):
+class _WithImages(_Frame):
+    """A message's text and images: either may be empty, not both."""
+
+    text: str = ""
+    images: Images = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _says_something(self):
+        if not self.text and not self.images:
+            raise ValueError("send some text, images, or both")
+        if len(set(self.images)) != len(self.images):
+            raise ValueError("attach each image once")
+        return self
+
+
+class ChatFrame(_WithImages):
     type: Literal["chat"]
     id: str = Field(min_length=1, max_length=200)
-    text: str = Field(min_length=1)
     parent: MessageId | None = None  # left out: after the current leaf; null: a new first message
 
     @property
@@ -73,9 +90,8 @@ class NewChatFrame(_Frame):
     type: Literal["new_chat"]
 
 
-class _ContestFrame(_Frame):
+class _ContestFrame(_WithImages):
     id: str = Field(min_length=1, max_length=200, pattern=CONTEST_ID)
-    text: str = Field(min_length=1)
     runs: int | Literal["auto"] = 1  # "auto": pairs until they settle the speed-up (pairs.py)
     greedy: bool = True  # temperature 0 for every lane; false samples with the current settings
 
