@@ -75,9 +75,28 @@ def test_bench_runs_both_decode_loops_side_by_side(tiny_model, tmp_path):
     (["--json", "/nonexistent/dir/out.json"], "does not exist"),
     (["--frobnicate"], "unrecognized"),
     (["--loop", "fastest"], "invalid choice"),
+    (["--image", "/nonexistent/picture.png"], "cannot read --image"),
+    (["--image", __file__], "not an image"),
 ])
 def test_bad_arguments_exit_2_with_one_line(args, says):
     done = bench(*args, timeout=60)
     assert done.returncode == 2 and done.stdout == ""
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("specchat bench: ") and says in done.stderr and "Traceback" not in done.stderr
+
+
+def test_bench_with_an_image_gives_the_first_token_parts(tmp_path):
+    from PIL import Image
+
+    Image.new("RGB", (40, 30), (1, 2, 3)).save(tmp_path / "a.png")
+    out = tmp_path / "bench.json"
+    done = bench("--engine", "fake", "--image", str(tmp_path / "a.png"), "--image", str(tmp_path / "a.png"),
+                 "--blocks", "1,2", "--runs", "2", "--max-tokens", "8", "--json", str(out))
+    assert done.returncode == 0, done.stderr
+    assert "2 image(s) each" in done.stdout
+    parts = done.stdout.split("time to first token ms")[1].splitlines()
+    assert [line.split()[0] for line in parts[1:3]] == ["1", "2"] and parts[1].split()[-1] == "32"
+    report = json.loads(out.read_text())
+    assert report["images"] == [{"sha256": report["images"][0]["sha256"], "mime": "image/png", "width": 40,
+                                 "height": 30}] * 2
+    assert [row["image_tokens"] for row in report["rows"]] == [32, 32]

@@ -78,6 +78,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--base-url", help="mtplx or openai engines: the server's address")
     parser.add_argument("--prompt", action="append", default=[], help="a prompt (repeat for more)")
     parser.add_argument("--prompts", type=Path, help="a file of prompts, one per line")
+    parser.add_argument("--image", type=Path, action="append", default=[], dest="images",
+                        help="an image attached to every prompt (repeat for more, up to 8): the table adds the time "
+                        "to first token's parts (vision, prefill, first token) and the image tokens")
     parser.add_argument("--blocks", type=blocks, default=[1, 2, 3, 4], help="draft blocks to run (default 1,2,3,4)")
     parser.add_argument("--runs", type=runs, default=5, help="runs of every block and prompt, 1-99 (default 5); "
                         "auto adds runs, up to 9, until each block's speed-up is settled")
@@ -108,7 +111,29 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         except (OSError, UnicodeDecodeError) as exc:
             parser.error(f"cannot read --prompts {args.prompts}: {exc}")
     args.prompt = args.prompt or [DEFAULT_PROMPT]
+    args.images = read_images(parser, args.images)
     return args
+
+
+def read_images(parser: _Parser, paths: list[Path]) -> tuple:
+    """``--image`` files, checked as an upload is, as the engine gets them."""
+    from engines import Image
+
+    from ..conversations.images import MAX_PER_MESSAGE, read_image
+    from ..errors import ClientError
+
+    if len(paths) > MAX_PER_MESSAGE:
+        parser.error(f"{len(paths)} --image files: a message takes at most {MAX_PER_MESSAGE}")
+    images = []
+    for path in paths:
+        try:
+            found = read_image(path.expanduser().read_bytes())
+        except OSError as exc:
+            parser.error(f"cannot read --image {path}: {exc.strerror or exc}")
+        except ClientError as exc:
+            parser.error(f"--image {path}: {exc.message}")
+        images.append(Image(found.id, found.sha256, found.mime, found.width, found.height, found.data))
+    return tuple(images)
 
 
 def options_for(args: argparse.Namespace):
@@ -217,12 +242,11 @@ def run(args: argparse.Namespace, options) -> int:
         lanes = [loop_lane(block, options, loop) for loop in loops for block in args.blocks]
         planned = AUTO_MAX_PAIRS if args.runs == "auto" else args.runs
         order = schedule(lanes, planned, len(args.prompt))
-        replies = [WarmUp(engine, "bench", lanes[0], 0, prompt, [Message("user", text)])
-                   for prompt, text in enumerate(args.prompt)]
-        replies += [Rehearsal(engine, "bench", lane, -1, prompt, [Message("user", text)])
-                    for lane in lanes for prompt, text in enumerate(args.prompt)]
-        replies += [LaneReply(engine, "bench", lane, run, prompt, [Message("user", args.prompt[prompt])])
-                    for run, prompt, lane in order]
+        said = [[Message("user", text, images=args.images)] for text in args.prompt]
+        replies = [WarmUp(engine, "bench", lanes[0], 0, prompt, said[prompt]) for prompt in range(len(said))]
+        replies += [Rehearsal(engine, "bench", lane, -1, prompt, said[prompt])
+                    for lane in lanes for prompt in range(len(said))]
+        replies += [LaneReply(engine, "bench", lane, run, prompt, said[prompt]) for run, prompt, lane in order]
         watch = CpuWatch()
         progress = Progress(len(order), planned, len(args.prompt))
         enough = enough_runs(lanes, loops) if args.runs == "auto" else lambda results: False
@@ -243,8 +267,9 @@ def run(args: argparse.Namespace, options) -> int:
         return 1
     runs_done = max((r.run for r in results), default=-1) + 1
     runs_said = f"{runs_done} runs (auto)" if args.runs == "auto" else f"{runs_done} runs"
+    images = f" · {len(args.images)} image(s) each" if args.images else ""
     print(f"{info.name} · {info.model} · drafter {info.drafter or 'none'} · {runs_said} × "
-          f"{len(args.prompt)} prompt(s) · max {options.max_tokens} tokens · budget {options.reasoning_budget}")
+          f"{len(args.prompt)} prompt(s){images} · max {options.max_tokens} tokens · budget {options.reasoning_budget}")
     warning = describe(busy)
     if warning:
         print(warning)
@@ -252,7 +277,7 @@ def run(args: argparse.Namespace, options) -> int:
     for loop in loops:
         mine = [lane for lane in lanes if lane.tag["loop"] == loop]
         baseline = next(lane for lane in mine if lane.key == 1)
-        table_rows = [tally(results, lane, baseline).row() for lane in mine]
+        table_rows = [{**tally(results, lane, baseline).row(), **first_token_parts(results, lane)} for lane in mine]
         rows += [{**row, "loop": loop} for row in table_rows]
         if len(loops) > 1:
             print(f"\n{loop} loop")
@@ -260,6 +285,8 @@ def run(args: argparse.Namespace, options) -> int:
         if ran:
             print(ran)
         print(table(table_rows))
+        if args.images:
+            print(parts_table(table_rows))
     if len(loops) > 1:
         for block in args.blocks:
             ours, theirs = (next(lane for lane in lanes if lane.key == block and lane.tag["loop"] == loop)
@@ -273,12 +300,36 @@ def run(args: argparse.Namespace, options) -> int:
         report = {"machine": machine(), "versions": versions(), "engine": info.name, "model": info.model,
                   "drafter": info.drafter, "runs": runs_done, "runs_auto": args.runs == "auto",
                   "prompts": args.prompt,
+                  "images": [{k: getattr(i, k) for k in ("sha256", "mime", "width", "height")} for i in args.images],
                   "options": options.model_dump(include={"max_tokens", "reasoning_budget", "temperature", "top_p"}),
                   "rows": rows, "busy": busy}
         if comparison:
             report["loops"] = comparison
         args.json_out.expanduser().write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
     return 0
+
+
+def first_token_parts(results, lane) -> dict:
+    """A block's time to first token split as its stats give it: the vision tower's time, the prefill after it
+    and the first token's own step (medians, min-max), with the prompt's image tokens."""
+    from .measures import spread
+
+    runs = [r.stats for r in results if r.lane == lane and r.complete]
+    first = [s["ttft_ms"] - (s.get("vision_ms") or 0) - (s.get("prefill_ms") or 0)
+             if s.get("ttft_ms") is not None and s.get("prefill_ms") is not None else None for s in runs]
+    return {"vision_ms": spread([s.get("vision_ms") for s in runs]),
+            "prefill_ms": spread([s.get("prefill_ms") for s in runs]), "first_token_ms": spread(first),
+            "image_tokens": max((s.get("image_tokens") or 0 for s in runs), default=0)}
+
+
+def parts_table(rows: list[dict]) -> str:
+    """The time to first token's parts per block, for runs with images."""
+    header = ("block", "time to first token ms", "vision ms", "prefill ms", "first token ms", "image tokens")
+    lines = [header] + [(str(row["block"]), _spread(row["ttft_ms"]), _spread(row["vision_ms"]),
+                         _spread(row["prefill_ms"]), _spread(row["first_token_ms"]), str(row["image_tokens"]))
+                        for row in rows]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return "\n" + "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in lines)
 
 
 def loops_ran(rows: list[dict]) -> str:
