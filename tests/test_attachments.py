@@ -207,6 +207,23 @@ def test_a_race_runs_every_lane_on_the_same_images(fake_server):
         conversation = ws.hello["conversation"]
     stored = api(fake_server, "GET", f"/conversations/{conversation}").json()["messages"]
     assert stored[0]["images"] == [red["id"]]
+    receipt = api(fake_server, "GET", "/receipts/r1").json()["receipt"]
+    assert receipt["images"] == [{"id": red["id"], "mime": "image/png", "width": 64, "height": 48}]
+    assert f"--image {red['id']}.png" in receipt["command"]
+    markdown = api(fake_server, "GET", "/receipts/r1", params={"format": "markdown"}).text
+    assert f"/api/attachments/{red['id']} as {red['id']}.png" in markdown
+
+
+def test_a_sweep_runs_every_block_on_the_same_images(fake_server):
+    red = attach(fake_server, picture())
+    with WsClient(fake_server.ws_url) as ws:
+        ws.send({"type": "sweep", "id": "s1", "text": "", "images": [red["id"]], "blocks": [1, 2], "runs": 1})
+        summary, frames = ws.until("sweep_done", id="s1", timeout=60)
+        assert summary["finish_reason"] == "stop"
+        for block in (1, 2):
+            said = "".join(f["text"] for f in frames if f["type"] == "answer" and f.get("block") == block)
+            assert said.startswith("I got 1 image: 64×48 PNG.")
+    assert api(fake_server, "GET", "/receipts/s1").json()["receipt"]["images"][0]["id"] == red["id"]
 
 
 def test_image_tokens_count_towards_the_context(fake_server):

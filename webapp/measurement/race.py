@@ -64,6 +64,7 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
                           "(specchat --drafter, or a model with an MTP head) and race again.")
     parent = conversation.parent_for(frame.parent, frame.parent_given)
     started_at, context = time.time(), len(conversation.history(parent))
+    images = described(host, frame.images)
 
     def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None, messages: list[Message]) -> dict:
         off, on = (tally(results, lane, lanes[0]) for lane in lanes)
@@ -73,7 +74,7 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
             summary["first_divergence"]["margin"] = divergence_margin(host.engine, results, lanes, messages)
         summary["receipt"] = host.receipts.record(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, runs=frame.runs,
-            context_messages=context, at=started_at,
+            context_messages=context, at=started_at, images=images,
         )
         if off.tok_s is not None:
             host.baselines.put(info, off.tok_s["median"], "race", spread=off.tok_s,
@@ -99,6 +100,7 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
                           "Load one (specchat --drafter) or sweep blocks [1].")
     parent = conversation.current
     started_at, context = time.time(), len(conversation.history(parent))
+    images = described(host, frame.images)
 
     def sweep_summary(results: list[LaneRun], finish: str, error: dict | None, busy: dict | None) -> dict:
         """The ``sweep_done`` frame."""
@@ -115,13 +117,19 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
         summary = sweep_summary(results, *outcome(results, cancel), busy)  # a sweep weighs no divergence
         summary["receipt"] = host.receipts.record_sweep(
             summary, prompt=frame.text, options=options, engine=info, spec=spec, blocks=frame.blocks,
-            runs=frame.runs, context_messages=context, at=started_at,
+            runs=frame.runs, context_messages=context, at=started_at, images=images,
         )
         return summary
 
     lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
     _run(host, conversation, frame.id, frame.text, frame.images, lanes, frame.runs, lanes[-1], summarize,
          lambda: sweep_summary([], "error", BROKE_OFF, None), parent)
+
+
+def described(host: EngineHost, ids: list[str]) -> list[dict]:
+    """The contest's images as its receipt names them, in order (an unknown id is refused later, named)."""
+    found = host.conversations.store.attachments(ids, data=False)
+    return [found[id] for id in ids if id in found]
 
 
 def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally, busy: dict | None,

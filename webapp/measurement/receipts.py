@@ -66,7 +66,7 @@ class Receipts:
 
 
 def _measured(kind: str, summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo,
-              context_messages: int, at: float) -> dict:
+              context_messages: int, at: float, images: list[dict]) -> dict:
     """What every receipt holds: what was measured, on what, with which settings."""
     return {
         "kind": kind,
@@ -80,17 +80,18 @@ def _measured(kind: str, summary: dict, *, prompt: str, options: GenerationOptio
         "sampling": {"temperature": options.temperature, "top_p": options.top_p},
         "reasoning_budget": options.reasoning_budget, "max_tokens": options.max_tokens,
         "prompt": prompt, "context_messages": context_messages,
+        "images": [{key: image[key] for key in ("id", "mime", "width", "height")} for image in images],
         "busy": summary.get("busy"),
     }
 
 
 def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
-          runs: int, context_messages: int, at: float) -> dict:
+          runs: int, context_messages: int, at: float, images: list[dict] = ()) -> dict:
     """A race's receipt, from its ``race_done`` frame."""
     on = summary["on"]  # acceptance over every drafter-on run, as the rates are
     return {
         **_measured("race", summary, prompt=prompt, options=options, engine=engine,
-                    context_messages=context_messages, at=at),
+                    context_messages=context_messages, at=at, images=images),
         **ran_on(on["stats"] or summary["off"]["stats"]),  # the loop that ran, over the one asked for
         "block_size": options.draft_block_size,
         "runs": {"asked": runs, "measured": summary["runs"]},
@@ -104,16 +105,16 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
         "mean_accepted": on["mean_accepted"],
         "identical": summary["identical"], "first_divergence": summary["first_divergence"],
         "command": bench_command(spec, engine, options, prompt, _repeat(runs, summary["runs"]),
-                                 [1, options.draft_block_size]),
+                                 [1, options.draft_block_size], images),
     }
 
 
 def build_sweep(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
-                blocks: list[int], runs: int, context_messages: int, at: float) -> dict:
+                blocks: list[int], runs: int, context_messages: int, at: float, images: list[dict] = ()) -> dict:
     """A block sweep's receipt, from its ``sweep_done`` frame: one row per draft block."""
     return {
         **_measured("sweep", summary, prompt=prompt, options=options, engine=engine,
-                    context_messages=context_messages, at=at),
+                    context_messages=context_messages, at=at, images=images),
         **next((ran_on(row) for row in reversed(summary["rows"]) if "decode_loop" in row), {}),
         "blocks": sorted(blocks),
         "runs": {"asked": runs, "measured": min((row["runs"] for row in summary["rows"]), default=0)},
@@ -121,7 +122,7 @@ def build_sweep(summary: dict, *, prompt: str, options: GenerationOptions, engin
         "best": summary["best"],
         "command": bench_command(spec, engine, options, prompt,
                                  _repeat(runs, min((row["runs"] for row in summary["rows"]), default=0)),
-                                 sorted(blocks)),
+                                 sorted(blocks), images),
     }
 
 
@@ -131,8 +132,9 @@ def _repeat(asked: int | str, measured: int) -> int:
 
 
 def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptions, prompt: str, runs: int,
-                  blocks: list[int]) -> str:
-    """The ``specchat bench`` line that measures the same thing from a terminal."""
+                  blocks: list[int], images: list[dict] = ()) -> str:
+    """The ``specchat bench`` line that measures the same thing from a terminal; each image is named as the
+    file to save it to (``image_file``)."""
     words = ["specchat", "bench"]
     if spec.name != "mlx":
         words += ["--engine", spec.name]
@@ -142,6 +144,8 @@ def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptio
         words += ["--model", spec.model or engine.model]
     if spec.drafter:
         words += ["--drafter", spec.drafter]
+    for image in images:
+        words += ["--image", image_file(image)]
     words += ["--prompt", prompt, "--blocks", ",".join(map(str, blocks)), "--runs", str(runs),
               "--max-tokens", str(options.max_tokens), "--budget", str(options.reasoning_budget)]
     defaults = GenerationOptions()
@@ -152,6 +156,21 @@ def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptio
     if options.decode_loop != defaults.decode_loop:
         words += ["--loop", options.decode_loop]
     return shlex.join(words)
+
+
+def image_file(image: dict) -> str:
+    """The file name a receipt's command gives an image: its id and its kind's suffix."""
+    return f"{image['id']}.{image['mime'].split('/')[-1].replace('jpeg', 'jpg')}"
+
+
+def image_lines(receipt: dict) -> list[str]:
+    """Which images every lane saw, and where to get each for the receipt's command."""
+    images = receipt.get("images") or []
+    if not images:
+        return []
+    return [f"Images: {len(images)}, the same for every lane; save each as the command names it: "
+            + "; ".join(f"{i['width']}×{i['height']} {i['mime']} at /api/attachments/{i['id']} as {image_file(i)}"
+                        for i in images), ""]
 
 
 def _spread(s: dict | None, unit: str = "") -> str:
@@ -196,6 +215,7 @@ def markdown(receipt: dict) -> str:
         "",
         f"Prompt{earlier}: {receipt['prompt']!r}",
         "",
+        *image_lines(receipt),
         *busy_lines(receipt),
         "| | drafter off | drafter on |",
         "|---|---|---|",
@@ -254,6 +274,7 @@ def sweep_markdown(receipt: dict) -> str:
         "",
         f"Prompt{earlier}: {receipt['prompt']!r}",
         "",
+        *image_lines(receipt),
         *busy_lines(receipt),
         "| block | decode tok/s, median (min–max) | speed-up vs block 1 (min–max) | verdict (sign test) | "
         "acceptance | mean accepted per round | identical to block 1 |",
