@@ -9,6 +9,13 @@ from flask import Flask
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def page_folder(name: str) -> Path:
+    """The page's ``static`` or ``templates`` folder: inside the package when installed from a wheel (setup.py
+    puts it there), else the source tree's top-level one (a checkout, or an editable install)."""
+    installed = Path(__file__).resolve().parent / name
+    return installed if installed.is_dir() else ROOT / name
+
+
 def create_app(engine, *, data_dir: str | Path | None = None, config: dict | None = None,
                spec=None, engine_factory=None) -> Flask:
     """Build the app around ``engine`` (any ``engines.Engine``).
@@ -39,8 +46,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
 
     app = Flask(
         __name__,
-        static_folder=str(ROOT / "static"),
-        template_folder=str(ROOT / "templates"),
+        static_folder=str(page_folder("static")),
+        template_folder=str(page_folder("templates")),
     )
     # Dead peers are dropped by pings; frames up to 16 MiB reach our own 1 MiB check,
     # which answers with an error frame instead of closing the socket.

@@ -56,14 +56,15 @@ class Addresses:
 
 
 class ServerProcess(Addresses):
-    """``python -m webapp`` in a subprocess: the real CLI, signals and all. ``lines`` collects its log."""
+    """``python -m webapp`` (or another ``command`` that starts specchat, run in ``cwd``) in a subprocess: the
+    real CLI, signals and all. ``lines`` collects its log."""
 
-    def __init__(self, args: list[str], data_dir: Path):
+    def __init__(self, args: list[str], data_dir: Path, command: list[str] | None = None, cwd: Path = ROOT):
         self.data_dir = data_dir
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "webapp", "--port", "0", "--data-dir", str(data_dir), *args],
-            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+            [*(command or [sys.executable, "-m", "webapp"]), "--port", "0", "--data-dir", str(data_dir), *args],
+            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
         )
         self.lines: list[str] = []
         self.port = None
