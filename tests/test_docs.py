@@ -163,13 +163,14 @@ def test_every_documented_frame_type_exists(direction, frames):
 
 def api_routes() -> set[tuple[str, str]]:
     app = create_app(FakeEngine())
-    return {(method, rule.rule) for rule in app.url_map.iter_rules() if rule.rule.startswith("/api")
+    return {(method, rule.rule) for rule in app.url_map.iter_rules() if rule.rule.startswith(("/api", "/v1"))
             for method in rule.methods - {"HEAD", "OPTIONS"}}
 
 
 def documented_routes() -> set[tuple[str, str]]:
     found = set()
-    for cells in rows(section(DOCS / "protocol.md", "REST routes")):
+    tables = rows(section(DOCS / "protocol.md", "REST routes")) + rows(section(DOCS / "openai-api.md", "Routes"))
+    for cells in tables:
         method, path = (CELL.findall(cell) for cell in cells[:2])
         if method and path:
             found.add((method[0], path[0]))
@@ -180,6 +181,16 @@ def test_every_rest_route_is_documented():
     missing = sorted(api_routes() - documented_routes())
     assert not missing, (f"REST routes {missing} are not documented: add a row (`METHOD` | `/api/…` | what it does) "
                          f"to the table under '## REST routes' in docs/protocol.md")
+
+
+def test_every_openai_request_field_is_documented():
+    from webapp.openai_api.requests import ChatCompletionBody
+
+    named = {name for cells in rows(section(DOCS / "openai-api.md", "Request")) for name in CELL.findall(cells[0])}
+    missing = sorted(set(ChatCompletionBody.model_fields) - named)
+    stale = sorted(named - set(ChatCompletionBody.model_fields))
+    assert not missing, f"request fields {missing} are not in docs/openai-api.md: add them to the table under '## Request'"
+    assert not stale, f"docs/openai-api.md's '## Request' names {stale}, which the API does not take: remove them"
 
 
 def test_every_documented_rest_route_exists():

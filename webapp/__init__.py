@@ -26,6 +26,7 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
     answers to); without it no Origin/Host check is made, as in unit tests.
     ``ACCESS_TOKEN`` (a string) makes every request carry it (security.py).
+    ``API_QUEUE`` is how many OpenAI-compatible API requests may queue for the model (default 8).
     ``MODELS_DIR`` is the folder the engine picker lists models from (default ``data_dir/models``).
     ``ALLOW_REMOTE_ENGINES`` and ``ALLOW_DOWNLOADS`` (default false) let a tab's engine spec name servers
     off loopback and hub models not on this machine (engines.registry.TabPolicy).
@@ -40,7 +41,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     from .hosting.settings import SettingsStore
     from .measurement.baseline import Baselines
     from .measurement.receipts import Receipts
-    from .web import api, attachments, models, pages, security
+    from .openai_api.queue import DEFAULT_API_QUEUE
+    from .web import api, attachments, models, openai_routes, pages, security
     from .web.serving import ReaderThread
     from .web.ws import sock
 
@@ -63,10 +65,11 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
         lambda: [(m["name"], Path(m["path"])) for m in models.listed_models(app.config["MODELS_DIR"])],
     )
     EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory,
-               Store(data), policy).init_app(app)
+               Store(data), policy, app.config.get("API_QUEUE", DEFAULT_API_QUEUE)).init_app(app)
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(attachments.bp)
+    app.register_blueprint(openai_routes.bp)
     app.register_blueprint(models.bp)
     sock.init_app(app)
     return app

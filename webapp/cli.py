@@ -31,6 +31,9 @@ def default_data_dir() -> Path:
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+# The server's worker threads for pages, REST and websockets' starts; each queued API request holds one more, so
+# a full API queue never leaves the page waiting.
+BASE_THREADS = 4
 # The commands main() hands the rest of the line to, as --help lists them.
 COMMANDS = {
     "bench": "decode speed with the drafter off and at each draft block, from a terminal",
@@ -57,6 +60,12 @@ def log_level(text: str) -> str:
     if text.upper() not in LOG_LEVELS:
         raise argparse.ArgumentTypeError(f"{text!r} is not a log level: pass {', '.join(LOG_LEVELS)}")
     return text.upper()
+
+
+def api_queue(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 64:
+        raise argparse.ArgumentTypeError(f"{text!r}: pass 1 to 64 requests")
+    return int(text)
 
 
 def hub_id(text: str) -> str:
@@ -124,6 +133,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="let the settings pane switch to servers off this machine's loopback address")
     parser.add_argument("--allow-downloads", action="store_true",
                         help="let the settings pane name hub models that are not on this machine (downloaded)")
+    parser.add_argument("--api-queue", type=api_queue, default=8,
+                        help="OpenAI-compatible API (/v1): how many requests may queue for the model, the one being "
+                        "answered counted; more get 429 (default 8)")
     parser.add_argument("--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
     if args.engine == "openai" and not args.base_url:
@@ -185,12 +197,13 @@ def main(argv: list[str] | None = None) -> int:
                          config={"ACCESS_TOKEN": args.token,
                                  "MODELS_DIR": models_dir,
                                  "ALLOW_REMOTE_ENGINES": args.allow_remote_engines,
-                                 "ALLOW_DOWNLOADS": args.allow_downloads})
+                                 "ALLOW_DOWNLOADS": args.allow_downloads,
+                                 "API_QUEUE": args.api_queue})
     except StoreError as exc:
         print(f"specchat: {exc}", file=sys.stderr)
         return 2
     try:
-        server = make_server(app, args.host, args.port)
+        server = make_server(app, args.host, args.port, threads=BASE_THREADS + args.api_queue)
     except OSError as exc:
         print(f"specchat: cannot listen on {args.host}:{args.port} ({exc}). Pick another --port.", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ from pathlib import Path
 from engines.registry import EngineSpec, create_engine
 from tests.support.harness import Addresses
 from webapp import create_app
+from webapp.cli import BASE_THREADS
 from webapp.web.security import allowed_hosts
 from webapp.web.serving import make_server
 
@@ -19,7 +20,8 @@ class LiveServer(Addresses):
         self.engine = engine
         self.app = create_app(engine, data_dir=data_dir, spec=EngineSpec(name="fake"),
                               engine_factory=create_engine)
-        self.server = make_server(self.app, "127.0.0.1", 0)
+        self.server = make_server(self.app, "127.0.0.1", 0,
+                                  threads=BASE_THREADS + self.app.extensions["specchat"].api.limit)
         self.port = self.server.port
         self.app.config["ALLOWED_HOSTS"] = allowed_hosts("127.0.0.1", self.server.port)
         self.host = self.app.extensions["specchat"]

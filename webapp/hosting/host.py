@@ -18,6 +18,7 @@ from ..conversations.conversation import Conversations
 from ..conversations.store import Store
 from ..measurement.baseline import Baselines
 from ..measurement.receipts import Receipts
+from ..openai_api.queue import DEFAULT_API_QUEUE, ApiQueue
 from .engine_lifecycle import EngineLifecycle
 from .exclusive import CALIBRATION_YIELD_S, ExclusiveUse
 from .settings import SettingsStore
@@ -38,6 +39,7 @@ class EngineHost:
         factory: Callable[[EngineSpec], Engine] | None = None,
         store: Store | None = None,
         policy: TabPolicy | None = None,
+        api_queue: int = DEFAULT_API_QUEUE,
     ):
         self._lifecycle = EngineLifecycle(engine, settings, spec, factory, policy)
         self._tabs = Tabs()
@@ -54,6 +56,7 @@ class EngineHost:
         # Held from reading the engine's state to queuing its frame: the tabs get engine frames in the order
         # their states were read, so none is older than the one before it.
         self._engine_frames = threading.Lock()
+        self.api = ApiQueue(api_queue, self.broadcast_engine)  # the OpenAI-compatible API's requests
         self._watch(engine)
 
     @property
@@ -82,7 +85,8 @@ class EngineHost:
         info = self.engine.info()
         return {"type": "engine", "engine": info.to_dict(), "spec": self.spec.public(),
                 "choices": list(NAMES) if self._lifecycle.factory else [self.spec.name],
-                "deep_reset": self.engine.supports_deep_reset, "baseline": self.baselines.get(info)}
+                "deep_reset": self.engine.supports_deep_reset, "baseline": self.baselines.get(info),
+                "api": self.api.state()}
 
     def calibrate(self) -> dict | None:
         """Measure and store the drafter-off rate with a short reply while the engine is idle. A message

@@ -14,6 +14,7 @@ from ..conversations.exports import branch_markdown, export_json, imported, impo
 from ..conversations.store import parse_time
 from ..errors import ClientError, error_body
 from ..measurement.receipts import markdown
+from .openai_routes import openai_http_error
 from .protocol import CONTEST_ID
 
 bp = Blueprint("api", __name__, url_prefix="/api")
@@ -43,7 +44,10 @@ def health():
 @bp.app_errorhandler(404)
 @bp.app_errorhandler(405)
 def _no_such_route(exc: HTTPException):
-    """Under /api a wrong path or method gets the JSON error shape too; pages keep Flask's own."""
+    """Under /api a wrong path or method gets the JSON error shape too, under /v1 OpenAI's; pages keep Flask's
+    own."""
+    if request.path.startswith("/v1/"):
+        return openai_http_error(exc)
     if not request.path.startswith("/api/"):
         return exc
     if exc.code == 405:

@@ -123,6 +123,7 @@ class ChatSession:
             "choices": engine["choices"],
             "deep_reset": engine["deep_reset"],
             "baseline": engine["baseline"],
+            "api": engine["api"],
             "settings": self._host.settings.current.model_dump(),
             "conversation": self.conversation.id,
             "resumed": self._resumed,
@@ -178,6 +179,9 @@ class ChatSession:
         try:
             events = self._host.engine.stream(turn)
         except EngineError as exc:
+            if exc.code == "busy" and self._host.api.state()["answering"]:
+                raise ClientError("busy", "The model is answering a request from the API (/v1): send again when "
+                                  "it is done.") from None
             raise ClientError(exc.code, exc.message) from None
         try:
             begin(events)

@@ -19,6 +19,7 @@ from flask import current_app, g, jsonify, redirect, request
 from markupsafe import Markup
 
 from ..errors import error_body
+from ..openai_api.errors import error_body as openai_error_body
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
 COOKIE = "specchat_token"
@@ -62,7 +63,9 @@ def _matches(given: str | None, token: str) -> bool:
 def _unauthorized():
     message = ("This specchat needs its access token: open the address it printed (ending in /?token=…), "
                "or send Authorization: Bearer TOKEN.")
-    if request.path == "/api" or request.path.startswith("/api/"):
+    if request.path == "/v1" or request.path.startswith("/v1/"):  # as OpenAI's clients read an error
+        response = jsonify(openai_error_body(401, "invalid_api_key", message))
+    elif request.path == "/api" or request.path.startswith("/api/"):
         response = jsonify(error_body("unauthorized", message))
     else:
         response = current_app.response_class(message + "\n", mimetype="text/plain")
