@@ -24,14 +24,14 @@ from collections.abc import Iterator
 import httpx
 import orjson
 
-from .base import Engine, EngineInfo, Message, Turn
+from .base import NO_VISION, Engine, EngineInfo, Message, Turn
 from .batching import DeltaBatch
 from .errors import EngineBusy, EngineError, EngineNotReady
 from .events import Answer, Done, Event, Stats, Thinking
 from .options import GenerationOptions
 from .repetition import RepetitionGuard
-from .sse import (Cancelled, EventStream, as_text, connect_error, error_detail, http_error, open_event_stream,
-                  send_cancellable)
+from .sse import (IMAGES_HINT, Cancelled, EventStream, as_text, connect_error, error_detail, http_error,
+                  open_event_stream, send_cancellable)
 from .stats import StatsMeter
 from .thinking import ThinkSplitter
 
@@ -49,6 +49,30 @@ CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length")  # wher
 SERVER_CLOSE_TOKENS = 2
 CONFLICT_RETRY_S = 0.1  # a cut request's session may still be busy on the server for a moment
 CONFLICT_RETRIES = 30
+
+
+def message_body(message: Message) -> dict:
+    """A message as the server takes it: its text as a string, or with images, a text part then one
+    ``image_url`` part (a data URL) per image, in the order they were attached."""
+    if not message.images:
+        return {"role": message.role, "content": message.content}
+    parts = [{"type": "text", "text": message.content}] if message.content else []
+    parts += [{"type": "image_url", "image_url": {"url": image.data_url()}} for image in message.images]
+    return {"role": message.role, "content": parts}
+
+
+def has_images(turn: Turn) -> bool:
+    return any(m.images for m in turn.messages)
+
+
+def says_vision(entry: dict) -> bool | None:
+    """Whether a /models entry says its model takes images (MTPLX's ``supports_vision``, or an ``image``
+    among ``modalities.input``); None when it does not say."""
+    if isinstance(entry.get("supports_vision"), bool):
+        return entry["supports_vision"]
+    modalities = entry.get("modalities")
+    inputs = modalities.get("input") if isinstance(modalities, dict) else None
+    return "image" in inputs if isinstance(inputs, list) else None
 
 
 def as_int(value) -> int | None:
@@ -71,9 +95,10 @@ class ReplyReader:
     """Turns one reply's chunks into events and stats; raises EngineError when it must end, and
     Bounded when thinking or the answer would pass its bound."""
 
-    def __init__(self, options: GenerationOptions, server: str):
+    def __init__(self, options: GenerationOptions, server: str, images: bool = False):
         self.options = options
         self.server = server
+        self.images = images  # the request carries images
         self.meter = StatsMeter()
         self.pending: list[Event] = []
         self.deltas = DeltaBatch(self.pending.append)
@@ -164,7 +189,12 @@ class ReplyReader:
             code = error.get("code")
         else:
             detail, code = (as_text(str(error)) if error else "no detail"), None
-        hint = " Start a new chat or shorten it." if code == "insufficient_memory" else " Send again."
+        if code == "insufficient_memory":
+            hint = " Start a new chat or shorten it."
+        elif self.images and not self.meter.tokens:  # most likely on the images (mlx-vlm on a model that cannot see)
+            hint = " " + IMAGES_HINT
+        else:
+            hint = " Send again."
         raise EngineError(f"{self.server} stopped the reply with an error: {detail.rstrip('.')}.{hint}", "server_error")
 
     def cut_thinking(self) -> list[Event]:
@@ -221,6 +251,11 @@ class ReplyReader:
             self.reported.update(drafted=drafted, accepted=accepted)
         if "prompt_tokens" not in self.reported and as_int(timings.get("prompt_n")) is not None:
             self.reported["prompt_tokens"] = as_int(timings["prompt_n"])
+        prompt_ms = as_float(timings.get("prompt_ms"))
+        # The first request's prompt is the reply's; its time includes the vision tower's, which servers do not
+        # report apart (0: not measured).
+        if prompt_ms and not self.cut:
+            self.reported["prefill_ms"] = round(prompt_ms, 1)
 
     def read_extra(self, chunk: dict) -> None:
         """Server-specific fields; the MTPLX engine reads its progress and stats here."""
@@ -263,6 +298,10 @@ class OpenAICompatEngine(Engine):
         self._unloaded = False
         self.tell_budget = True  # send thinking_budget; off once the server refuses it (mlx-vlm with a drafter)
         self.context: int | None = None  # tokens the served model holds, where the server says
+        # Most servers' /models does not say whether a model can see, so images are sent unless it says
+        # otherwise: a server that cannot take them refuses the request, and the reply's error gives its words.
+        self.vision = True
+        self.vision_note: str | None = None  # why it cannot see, and the fix, when vision is False
 
     @property
     def server(self) -> str:
@@ -270,7 +309,8 @@ class OpenAICompatEngine(Engine):
 
     def info(self) -> EngineInfo:
         status = self._status
-        return EngineInfo(self.name, self.model or "", self._drafter, status.state, status.message, status.progress)
+        return EngineInfo(self.name, self.model or "", self._drafter, status.state, status.message, status.progress,
+                          vision=self.vision, vision_note=self.vision_note)
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", f"connecting to {self.base_url}")
@@ -318,6 +358,10 @@ class OpenAICompatEngine(Engine):
         wanted = self.model or (ids[0] if ids else None)
         entry = next((m for m in models if isinstance(m, dict) and m.get("id") == wanted), {})
         self.context = next((v for v in map(entry.get, CONTEXT_KEYS) if isinstance(v, int) and v > 0), None)
+        self.vision = says_vision(entry) is not False
+        self.vision_note = None if self.vision else (
+            f"{self.server} says its model {wanted} cannot see images. Load a model that can (a vision-language "
+            "model) there, or remove the images and send again.")
         if self.model is None:
             if not ids:
                 raise EngineError(f"{self.server} lists no models. Load one there, or pass --model.", "no_model")
@@ -343,6 +387,8 @@ class OpenAICompatEngine(Engine):
         if turn.continued:
             raise EngineError(f"The {self.name} engine cannot go on with a reply: regenerate it instead.",
                               code="continue_unsupported")
+        if has_images(turn) and not self.vision:
+            raise EngineError(self.vision_note or NO_VISION, code="no_vision")
 
     def can_start(self) -> bool:
         # After a failed load the next message tries again (before_turn), unless the engine was unloaded.
@@ -355,7 +401,7 @@ class OpenAICompatEngine(Engine):
     def payload(self, turn: Turn) -> dict:
         options = turn.options
         thinking = options.reasoning_budget > 0
-        messages = [{"role": m.role, "content": m.content} for m in turn.messages]
+        messages = [message_body(m) for m in turn.messages]
         if options.system_prompt.strip() and not any(m.role == "system" for m in turn.messages):
             messages.insert(0, {"role": "system", "content": options.system_prompt})
         body = {
@@ -392,7 +438,7 @@ class OpenAICompatEngine(Engine):
         return {}
 
     def reader(self, turn: Turn) -> ReplyReader:
-        return ReplyReader(turn.options, self.server)
+        return ReplyReader(turn.options, self.server, has_images(turn))
 
     def before_answer(self, turn: Turn) -> None:
         """Thinking was cut: the server may still be generating the cut request until it notices."""
@@ -452,7 +498,8 @@ class OpenAICompatEngine(Engine):
         for attempt in range(CONFLICT_RETRIES if retry else 1):
             try:
                 events = open_event_stream(self._client, self.base_url + "/chat/completions", body,
-                                           self.headers(turn), self.server, self.stall_s, turn.cancel)
+                                           self.headers(turn), self.server, self.stall_s, turn.cancel,
+                                           images=has_images(turn))
                 break
             except EngineError as exc:
                 if exc.code != "conflict" or attempt == CONFLICT_RETRIES - 1 or not retry:

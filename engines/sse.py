@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 POLL_S = 0.05
 ERROR_BODY_LIMIT = 4096
 DETAIL_LIMIT = 300  # characters of a server's error message shown to the user
+IMAGES_HINT = ("If its model cannot see images, load one that can there; otherwise remove the images or send "
+               "smaller ones, then send again.")
 
 
 def as_text(text: str, limit: int = DETAIL_LIMIT) -> str:
@@ -63,9 +65,14 @@ def error_detail(response: httpx.Response) -> str:
     return as_text(str(data))
 
 
-def http_error(status: int, detail: str, server: str, retry_after: str | None = None) -> EngineError:
-    """An HTTP error before streaming, as a message that says what to do next."""
+def http_error(status: int, detail: str, server: str, retry_after: str | None = None,
+               images: bool = False) -> EngineError:
+    """An HTTP error before streaming, as a message that says what to do next. ``images``: the request carried
+    images, so a refusal is most likely of them (a model that cannot see, an image too large or of a type the
+    server does not take)."""
     said = f" ({detail})" if detail else ""
+    if images and status in (400, 413, 415, 422):
+        return EngineError(f"{server} refused the message with its images{said}. {IMAGES_HINT}", "images_refused")
     if status == 400:
         return EngineError(f"{server} rejected the request{said}. Change the settings or the message, then send again.",
                            "bad_request")
@@ -235,9 +242,9 @@ def send_cancellable(client: httpx.Client, request: httpx.Request, cancel: threa
 
 
 def open_event_stream(client: httpx.Client, url: str, body: dict, headers: dict, server: str,
-                      stall_s: float, cancel: threading.Event | None = None) -> EventStream:
+                      stall_s: float, cancel: threading.Event | None = None, images: bool = False) -> EventStream:
     """POST ``body`` and return its event stream, or raise EngineError for any refusal (Cancelled when
-    ``cancel`` is set first)."""
+    ``cancel`` is set first; ``images``: ``body`` carries images)."""
     request = client.build_request("POST", url, content=orjson.dumps(body),
                                    headers={"Content-Type": "application/json", "Accept": "text/event-stream",
                                             **headers})
@@ -254,7 +261,7 @@ def open_event_stream(client: httpx.Client, url: str, body: dict, headers: dict,
     if response.status_code != 200:
         try:
             raise http_error(response.status_code, error_detail(response), server,
-                             response.headers.get("Retry-After"))
+                             response.headers.get("Retry-After"), images)
         finally:
             response.close()
     content_type = response.headers.get("Content-Type", "")

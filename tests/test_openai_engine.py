@@ -46,6 +46,7 @@ def test_thinking_then_answer_with_server_stats(engine, daemon):
     stats = done.stats
     assert (stats["thinking_tokens"], stats["answer_tokens"], stats["tokens"]) == (7, 7, 14)
     assert stats["tok_s"] == 50.1 and stats["drafted"] > 0 and 0 < stats["acceptance"] <= 1
+    assert stats["prefill_ms"] == 35.0  # the server's timings.prompt_ms
     body = daemon.state()["requests"][-1]["body"]
     assert body["messages"][0] == {"role": "system", "content": OPTIONS.system_prompt}
     assert body["enable_thinking"] is True and body["chat_template_kwargs"] == {"enable_thinking": True}

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from ..base import EngineInfo, Turn
 from ..errors import EngineBusy, EngineError
-from ..openai_compat import DEFAULT_STALL_S, OpenAICompatEngine, ReplyReader, as_float, as_int
+from ..openai_compat import DEFAULT_STALL_S, OpenAICompatEngine, ReplyReader, as_float, as_int, has_images
 from ..sse import error_detail
 from ..options import GenerationOptions
 from ..stats import ROUND_KEYS, rounds_from_depths
@@ -68,8 +68,8 @@ class MtplxReader(ReplyReader):
     The daemon counts per request: after a budget cut, the answer request's counts add to the cut one's.
     """
 
-    def __init__(self, options: GenerationOptions, server: str):
-        super().__init__(options, server)
+    def __init__(self, options: GenerationOptions, server: str, images: bool = False):
+        super().__init__(options, server, images)
         self._depths: tuple[list, list, int] | None = None  # the last (accepted, drafted, verify calls) by depth
         self._carried_depths: tuple[list, list, int] = ([], [], 0)
 
@@ -169,6 +169,8 @@ class MtplxEngine(OpenAICompatEngine):
         self._warmed_system: str | None = None
         self._request_ids: dict[str, str] = {}
         self.tell_budget = False  # the daemon reads no thinking_budget
+        self.vision = False  # until /v1/models says
+        self.vision_note = "MTPLX has not said yet whether its model can see images: wait for it to start."
 
     @property
     def server(self) -> str:
@@ -197,6 +199,25 @@ class MtplxEngine(OpenAICompatEngine):
         self.served_model = health.get("model") if isinstance(health.get("model"), str) else None
         window = health.get("context_window")
         self.context = window if isinstance(window, int) and window > 0 else None
+        self._read_vision()
+
+    def _read_vision(self) -> None:
+        """The daemon takes images when its model has a vision tower (``supports_vision`` in /v1/models),
+        and only in its MTP mode: a daemon without its MTP head cannot take them."""
+        data = self._get_json("/models")
+        models = data.get("data") if isinstance(data, dict) else None  # the loaded chat model, alone by default
+        entry = models[0] if isinstance(models, list) and models and isinstance(models[0], dict) else {}
+        model = entry.get("id") or self.served_model or "its model"
+        if entry.get("supports_vision") is not True:
+            note = (f"The model MTPLX serves ({model}) cannot see images: it has no vision tower. Load a "
+                    "vision-capable model in MTPLX (a Qwen 3.5 or 3.6 checkpoint that keeps its vision tower), or "
+                    "remove the images and send again.")
+        elif self.supervisor.health.get("load_mtp", True) is False:
+            note = ("MTPLX takes images only in its MTP mode, and this daemon runs without its MTP head. Restart "
+                    "MTPLX with its MTP head loaded, or remove the images and send again.")
+        else:
+            note = None
+        self.vision, self.vision_note = note is None, note
 
     def _warm_up(self, system_prompt: str) -> None:
         """Compile the daemon's kernels and bank the system prompt's prefix before the first message."""
@@ -215,6 +236,12 @@ class MtplxEngine(OpenAICompatEngine):
             return
         log.info("MTPLX warm-up done")
         self._warmed_system = system_prompt
+
+    def _check_startable(self, turn: Turn) -> None:
+        super()._check_startable(turn)
+        if not turn.options.speculative and has_images(turn):
+            raise EngineError("MTPLX takes images only while it drafts (its MTP mode). Turn the drafter on, or "
+                              "remove the images and send again.", code="invalid_settings")
 
     def prepare(self, options: GenerationOptions) -> None:
         if self._status.state == "ready" and options.system_prompt != self._warmed_system:
@@ -255,7 +282,7 @@ class MtplxEngine(OpenAICompatEngine):
         return {"X-MTPLX-Session-Id": turn.conversation_id, "X-MTPLX-Request-Id": request_id}
 
     def reader(self, turn: Turn) -> ReplyReader:
-        return MtplxReader(turn.options, self.server)
+        return MtplxReader(turn.options, self.server, has_images(turn))
 
     def before_answer(self, turn: Turn) -> None:
         """The cut request stops at once, so that its session is free for the answer request."""

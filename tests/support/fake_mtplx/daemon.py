@@ -6,7 +6,10 @@ stream (role chunk, keep-alive comments, progress and heartbeat frames,
 reasoning then content deltas, the final chunk with ``usage``/``mtplx_stats``/
 ``timings``, ``[DONE]``), error chunks, HTTP errors, header sessions, cancel,
 cache clear and SSD archive, SIGTERM, and the parent watch of
-``MTPLX_APP_PARENT_PID``.
+``MTPLX_APP_PARENT_PID``. Image parts (``image_url`` data URLs) are taken when
+the model can see (FAKE_MTPLX_VISION=1, a model with its vision tower) and in
+MTP mode, each counting ``IMAGE_TOKENS`` prompt tokens; refused as the real
+daemon refuses them otherwise.
 
 Tests steer it through ``POST /fake/next`` (faults for the next chat request)
 and read what it saw from ``GET /fake/state``. Environment: FAKE_MTPLX_READY_S
@@ -17,6 +20,8 @@ FAKE_MTPLX_IGNORE_TERM (ignore SIGTERM), FAKE_MTPLX_ARGV_LOG (append argv here).
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
 import signal
@@ -33,6 +38,7 @@ SESSION_HEADERS = ("X-MTPLX-Session-Id", "X-Session-Affinity", "X-Session-Id", "
 EFFORTS = ("auto", "low", "medium", "high", "xhigh", "minimal", "none", "off", "disable", "disabled")
 REASONING = ["The", " user", " says", " hi.", " I", " should", " greet.\n"]
 ANSWER = ["Hello", "!", " How", " can", " I", " help", "?"]
+IMAGE_TOKENS = 64  # prompt tokens per image (the real count follows the image's size)
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -62,6 +68,7 @@ class Daemon:
         self.argv = argv
         self.model_id = args.model_id or "mtplx-" + args.model.rsplit("/", 1)[-1].lower().replace(".", "")
         self.api_key = args.api_key or os.environ.get("MTPLX_API_KEY")
+        self.vision = os.environ.get("FAKE_MTPLX_VISION") == "1"  # the model has a vision tower
         self.lock = threading.Lock()
         self.faults: list[dict] = []
         self.requests: list[dict] = []
@@ -94,6 +101,38 @@ def error_body(status: int, message: str, code: str | None = None) -> dict:
     kinds = {401: "authentication_error", 403: "permission_error", 404: "not_found_error", 409: "conflict_error"}
     kind = kinds.get(status, "server_error" if status >= 500 else "invalid_request_error")
     return {"error": {"message": message, "type": kind, "code": code, "param": None}}
+
+
+def image_bytes(url: str) -> bytes:
+    """An image part's bytes, checked as the real daemon checks them (an http(s) URL, which it would fetch,
+    stands for itself here)."""
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        if not payload or ";base64" not in header:
+            raise ValueError("image data URL must be base64 encoded")
+        return base64.b64decode(payload)
+    if not url.startswith(("http://", "https://")):
+        raise ValueError("image_url must be a data: URL or an http(s) URL")
+    return url.encode()
+
+
+def flatten_images(messages: list[dict]) -> tuple[list[dict], list[bytes]]:
+    """Messages with their content's text parts joined, and the images in order (counted apart, as image tokens)."""
+    images: list[bytes] = []
+    flat = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            text = []
+            for part in content:
+                if isinstance(part, dict) and (part.get("type") == "image_url" or "image_url" in part):
+                    url = part.get("image_url")
+                    images.append(image_bytes(str((url.get("url") if isinstance(url, dict) else url) or "")))
+                elif isinstance(part, dict):
+                    text.append(str(part.get("text", "")))
+            message = {**message, "content": "".join(text)}
+        flat.append(message)
+    return flat, images
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -145,7 +184,9 @@ class Handler(BaseHTTPRequestHandler):
             window = d.args.context_window or 262144
             self._json(200, {"object": "list", "data": [{
                 "id": d.model_id, "object": "model", "created": int(time.time()), "owned_by": "mtplx",
-                "capability": "chat", "context_length": window, "max_context_length": window}]})
+                "capability": "chat", "supports_vision": d.vision,
+                "modalities": {"input": ["text", "image"] if d.vision else ["text"], "output": ["text"]},
+                "context_length": window, "max_context_length": window, "max_model_len": window}]})
         elif self.path == "/fake/state":
             self._json(200, d.state())
         else:
@@ -196,7 +237,8 @@ class Handler(BaseHTTPRequestHandler):
         d = self.daemon
         with d.lock:
             fault = d.faults.pop(0) if d.faults else {}
-            d.requests.append({"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body})
+            record = {"headers": {k.lower(): v for k, v in self.headers.items()}, "body": body}
+            d.requests.append(record)
         if "status" in fault:
             status = fault["status"]
             headers = {"Retry-After": "1"} if status in (429, 503) else {}
@@ -216,6 +258,17 @@ class Handler(BaseHTTPRequestHandler):
         effort = body.get("reasoning_effort")
         if effort is not None and effort not in EFFORTS:
             return self._json(400, error_body(400, "reasoning_effort must be one of: auto, low, medium, high, xhigh"))
+        try:
+            messages, images = flatten_images(messages)
+        except ValueError as exc:
+            return self._json(400, error_body(400, str(exc), "HTTPException"))
+        if images and not d.vision:
+            return self._json(400, error_body(400, "this model has no vision tower; image content is not supported "
+                                                   "for it", "HTTPException"))
+        if images and mode == "ar":
+            return self._json(400, error_body(400, "image content requires MTP generation mode", "HTTPException"))
+        with d.lock:
+            record["images"] = [hashlib.sha256(image).hexdigest() for image in images]  # what the tower would see
         session = next((self.headers[h] for h in SESSION_HEADERS if self.headers.get(h)), None)
         session = session or (body.get("metadata") or {}).get("session_id") or f"anon-{uuid.uuid4().hex[:16]}"
         with d.lock:
@@ -225,7 +278,8 @@ class Handler(BaseHTTPRequestHandler):
         thinking = body.get("enable_thinking")
         if thinking is None:
             thinking = (body.get("chat_template_kwargs") or {}).get("enable_thinking", True)
-        prompt = sum(len(str(m.get("content", "")).split()) for m in messages) + 4 * len(messages)
+        prompt = (sum(len(str(m.get("content", "")).split()) for m in messages) + 4 * len(messages) +
+                  IMAGE_TOKENS * len(images))
         if not body.get("stream"):
             return self._json(200, {
                 "id": rid, "object": "chat.completion", "created": int(time.time()), "model": d.model_id,
