@@ -16,25 +16,31 @@ export function pageActions(app, page) {
     return `m${Date.now().toString(36)}${Math.random().toString(36).slice(2, 8)}`;
   }
 
-  function sendChat(text) {
+  /** A frame's `images`: only where there are some, so a text message's frame stays as it was. */
+  function withImages(frame, images) {
+    return images.length ? { ...frame, images } : frame;
+  }
+
+  /** Send `text` with `images` (attachment ids; the text may be empty when there are some). */
+  function sendChat(text, images = []) {
     const id = newId();
-    if (!connection.send({ type: "chat", id, text })) return false;
-    conversation.addUser(id, text);
+    if (!connection.send(withImages({ type: "chat", id, text }, images))) return false;
+    conversation.addUser(id, text, images);
     conversation.sentAfter(id, app.leaf);
-    app.current = conversation.startTurn(id, text);
+    app.current = conversation.startTurn(id, text, images);
     refresh();
     return true;
   }
 
-  /** Send `user`'s message again as `text`: a new branch beside it (the old one is kept). */
-  function editMessage(user, text) {
+  /** Send `user`'s message again as `text` with `images`: a new branch beside it (the old one is kept). */
+  function editMessage(user, text, images) {
     if (app.current || blockedReason()) return false;
     const id = newId();
-    if (!connection.send({ type: "chat", id, text, parent: user.parent })) return false;
+    if (!connection.send(withImages({ type: "chat", id, text, parent: user.parent }, images))) return false;
     conversation.truncateFrom(user);
-    conversation.addUser(id, text);
+    conversation.addUser(id, text, images);
     conversation.sentAfter(id, user.parent);
-    app.current = conversation.startTurn(id, text);
+    app.current = conversation.startTurn(id, text, images);
     refresh();
     return true;
   }
@@ -45,7 +51,7 @@ export function pageActions(app, page) {
     const id = newId();
     if (!connection.send({ type: "regenerate", id, message: turn.message })) return;
     conversation.truncateFrom(turn);
-    app.current = conversation.startTurn(id, turn.prompt);
+    app.current = conversation.startTurn(id, turn.prompt, turn.images);
     refresh();
   }
 
@@ -65,18 +71,19 @@ export function pageActions(app, page) {
   }
 
   /**
-   * Race `text` with the drafter off and on, `runs` times each way; false when it could not start.
+   * Race `text` and `images` with the drafter off and on, `runs` times each way; false when it could not start.
    * Raced again from a past message (`beside`), it becomes a new branch beside that message, as an edit
-   * does, so both lanes see the history that message saw; otherwise it follows the current branch.
+   * does, so both lanes see the history that message saw, and its images; otherwise it follows the current
+   * branch.
    */
-  function startRace(text, runs, beside = null) {
+  function startRace(text, runs, beside = null, images = beside?.images ?? []) {
     if (app.current || !app.connected) return false;
     const id = newId();
     const inPlace = beside !== null && beside.parent !== undefined;
     const frame = { type: "race", id, text, runs, ...(inPlace ? { parent: beside.parent } : {}) };
-    if (!connection.send(frame)) return false;
+    if (!connection.send(withImages(frame, images))) return false;
     if (inPlace) conversation.truncateFrom(beside);
-    conversation.addUser(id, text);
+    conversation.addUser(id, text, images);
     conversation.sentAfter(id, inPlace ? beside.parent : app.leaf);
     app.current = conversation.addItem(raceView(id, text, runs));
     refresh();
@@ -108,12 +115,12 @@ export function pageActions(app, page) {
     view.frame(frame);
   }
 
-  /** Run `text` at every block size of the sweep; false when it could not start. */
-  function startSweep(text) {
+  /** Run `text` and `images` at every block size of the sweep; false when it could not start. */
+  function startSweep(text, images = []) {
     if (app.current || !app.connected) return false;
     const id = newId();
-    if (!connection.send({ type: "sweep", id, text, blocks: SWEEP_BLOCKS })) return false;
-    conversation.addUser(id, text);
+    if (!connection.send(withImages({ type: "sweep", id, text, blocks: SWEEP_BLOCKS }, images))) return false;
+    conversation.addUser(id, text, images);
     app.current = conversation.addItem(new SweepView(id, text, { onApply: applyBlock }));
     refresh();
     return true;

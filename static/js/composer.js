@@ -1,6 +1,7 @@
 // The message box: Enter sends, Shift+Enter adds a line, Stop replaces Send while a reply streams (Escape
 // anywhere on the page stops it too: see main.js).
-// Beside Send: Race (drafter off vs on, with a runs selector) and "Find the best block size".
+// Beside Send: Race (drafter off vs on, with a runs selector) and "Find the best block size". Images attached
+// (attachments.js) go with whichever is pressed; a message sent while one still uploads waits for it.
 
 import { loadPref, savePref } from "@app/prefs.js";
 
@@ -10,13 +11,15 @@ export class Composer {
   /**
    * @param {{form: HTMLFormElement, prompt: HTMLTextAreaElement, send: HTMLButtonElement,
    *          stop: HTMLButtonElement, race: HTMLButtonElement, runs: HTMLSelectElement,
-   *          sweep: HTMLButtonElement, hint: HTMLElement,
-   *          onSend: (text: string) => boolean, onRace: (text: string, runs: number|"auto") => boolean,
-   *          onSweep: (text: string) => boolean, onStop: () => void}} parts
-   * `onSend`, `onRace` and `onSweep` return whether the text went out; if not, it stays in the box.
+   *          sweep: HTMLButtonElement, hint: HTMLElement, attachments: import("./attachments.js").AttachmentTray,
+   *          onSend: (text: string, images: string[]) => boolean,
+   *          onRace: (text: string, runs: number|"auto", images: string[]) => boolean,
+   *          onSweep: (text: string, images: string[]) => boolean, onStop: () => void}} parts
+   * `onSend`, `onRace` and `onSweep` return whether the text and images went out; if not, they stay.
    */
-  constructor({ form, prompt, send, stop, race, runs, sweep, hint, onSend, onRace, onSweep, onStop }) {
+  constructor({ form, prompt, send, stop, race, runs, sweep, hint, attachments, onSend, onRace, onSweep, onStop }) {
     this.prompt = prompt;
+    this.attachments = attachments;
     this.sendButton = send;
     this.stopButton = stop;
     this.raceButton = race;
@@ -25,9 +28,10 @@ export class Composer {
     this.hint = hint;
     this.actions = {
       send: onSend,
-      race: (text) => onRace(text, this.runs),
+      race: (text, images) => onRace(text, this.runs, images),
       sweep: onSweep,
     };
+    this.held = null; // "send", "race" or "sweep": pressed while an image uploads, done once it is uploaded
     this.blocked = null;
     this.streaming = false;
     this.noDrafter = null;
@@ -82,13 +86,25 @@ export class Composer {
     this.stopButton.textContent = "Stopping…";
   }
 
-  /** Send the box's text as a chat message, a race or a block-size sweep. */
+  /** Whether there is anything to send: text, or images (a message may be images only). */
+  get empty() {
+    return this.prompt.value.trim() === "" && this.attachments.count === 0;
+  }
+
+  /** Send the box's text and images as a chat message, a race or a block-size sweep. */
   submit(kind = "send") {
     const text = this.prompt.value;
-    if (this.streaming || this.blocked || text.trim() === "") return;
+    if (this.streaming || this.blocked || this.empty) return;
     if (kind !== "send" && this.noDrafter) return;
-    if (this.actions[kind](text)) {
+    if (this.attachments.pending) {
+      this.held = kind;
+      this.render();
+      return;
+    }
+    this.held = null;
+    if (this.actions[kind](text, this.attachments.ids)) {
       this.prompt.value = "";
+      this.attachments.clear();
       this.autosize();
       this.render();
       // Send may have been clicked, and it is about to be hidden behind Stop.
@@ -96,8 +112,19 @@ export class Composer {
     }
   }
 
-  /** Put text back for editing without losing a draft that is already there. */
-  insert(text) {
+  /**
+   * The attached images changed: a message held for their upload goes once they are all uploaded, and not at
+   * all when one failed (its error shows beside the composer).
+   */
+  attachmentsChanged({ failed = false } = {}) {
+    if (failed) this.held = null;
+    if (this.held && !this.attachments.pending) this.submit(this.held);
+    else this.render();
+  }
+
+  /** Put text and images back for editing without losing a draft that is already there. */
+  insert(text, images = []) {
+    this.attachments.adopt(images);
     const draft = this.prompt.value.trimEnd();
     this.prompt.value = draft ? `${draft}\n\n${text}` : text;
     this.autosize();
@@ -112,7 +139,7 @@ export class Composer {
       this.stopButton.disabled = false;
       this.stopButton.textContent = "Stop";
     }
-    this.sendButton.disabled = this.streaming || Boolean(this.blocked) || this.prompt.value.trim() === "";
+    this.sendButton.disabled = this.streaming || Boolean(this.blocked) || this.empty;
     this.raceButton.hidden = this.streaming;
     this.raceButton.disabled = this.sendButton.disabled || Boolean(this.noDrafter);
     this.sweepButton.disabled = this.raceButton.disabled;
@@ -120,7 +147,8 @@ export class Composer {
     this.sweepButton.title = this.noDrafter ? `No drafter to draft with: ${this.noDrafter}` : this.sweepTitle;
     if (this.noDrafter) this.raceButton.setAttribute("aria-description", this.raceButton.title);
     else this.raceButton.removeAttribute("aria-description");
-    this.hint.textContent = this.blocked ?? (this.streaming ? "Escape stops the reply" : HINT);
+    const waiting = this.held && "Sends once the images are uploaded…";
+    this.hint.textContent = this.blocked ?? (this.streaming ? "Escape stops the reply" : waiting || HINT);
     this.hint.dataset.blocked = String(Boolean(this.blocked));
   }
 

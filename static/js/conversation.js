@@ -13,8 +13,9 @@ export class Conversation {
   /**
    * @param {HTMLElement} log the scrolling container
    * @param {HTMLButtonElement} jump "Jump to latest", shown while the reader is scrolled up during a reply
-   * @param {{onResend: (text: string) => void, onRace: (message: UserMessage) => void,
-   *          judge: (stats: object) => object|null, onEdit: (message: UserMessage, text: string) => boolean,
+   * @param {{onResend: (text: string, images: string[]) => void, onRace: (message: UserMessage) => void,
+   *          judge: (stats: object) => object|null,
+   *          onEdit: (message: UserMessage, text: string, images: string[]) => boolean,
    *          onRegenerate: (turn: AssistantTurn) => void, onContinue: (turn: AssistantTurn) => void,
    *          onSelect: (id: string) => void, streaming: () => boolean}} hooks `onRace` races a past
    *   message again; `judge` is handed to each reply (see AssistantTurn); `onEdit`, `onRegenerate`
@@ -52,10 +53,13 @@ export class Conversation {
     handleCodeCopy(this.list);
   }
 
-  /** The user's message; `id` is the chat request that sends it (null for a stored one). */
-  addUser(id, text, stored = null) {
+  /**
+   * The user's message, its text and its images' attachment ids; `id` is the chat request that sends it (null
+   * for a stored one).
+   */
+  addUser(id, text, images, stored = null) {
     this.emptyState.hidden = true;
-    const message = new UserMessage(id, text, this.userHooks);
+    const message = new UserMessage(id, text, images, this.userHooks);
     if (id) this.users.set(id, message);
     if (stored) this.bind(message, stored.id, stored.parent);
     message.locked = this.locked;
@@ -88,10 +92,10 @@ export class Conversation {
     return this.items.get(id);
   }
 
-  /** Start the reply to chat `id`; sending always scrolls to it. */
-  startTurn(id, prompt) {
+  /** Start the reply to chat `id` (its text and images); sending always scrolls to it. */
+  startTurn(id, prompt, images = []) {
     this.emptyState.hidden = true;
-    const turn = new AssistantTurn(id, prompt, this.turnHooks);
+    const turn = new AssistantTurn(id, prompt, this.turnHooks, images);
     this.turns.set(id, turn);
     this.list.append(turn.el);
     this.stick = true;
@@ -139,7 +143,7 @@ export class Conversation {
 
   /** A resumed conversation replays a reply from its start: a fresh turn takes the old one's place. */
   restartTurn(old, id) {
-    const turn = new AssistantTurn(id ?? old.id, old.prompt, this.turnHooks);
+    const turn = new AssistantTurn(id ?? old.id, old.prompt, this.turnHooks, old.images);
     old.dispose();
     old.el.replaceWith(turn.el);
     if (turn.id) this.turns.set(turn.id, turn);
@@ -153,13 +157,15 @@ export class Conversation {
     const keep = !this.empty && !this.stick;
     this.clear();
     let prompt = "";
+    let images = [];
     for (const message of tree.branch()) {
       this.emptyState.hidden = true;
       if (message.role === "user") {
         prompt = message.content;
-        this.addUser(null, message.content, message);
+        images = message.images ?? [];
+        this.addUser(null, message.content, images, message);
       } else {
-        const turn = AssistantTurn.stored(message, prompt, this.turnHooks);
+        const turn = AssistantTurn.stored(message, prompt, this.turnHooks, images);
         this.byMessage.set(message.id, turn);
         this.list.append(turn.el);
       }

@@ -2,6 +2,7 @@
 
 import { request } from "@app/api.js";
 import { pageActions } from "@app/actions.js";
+import { AttachmentTray } from "@app/attachments.js";
 import { Baseline } from "@app/baseline.js";
 import { Calibration } from "@app/calibration.js";
 import { Composer } from "@app/composer.js";
@@ -14,6 +15,7 @@ import { EnginePicker } from "@app/engine-picker.js";
 import { Examples } from "@app/examples.js";
 import { frameHandlers } from "@app/frames.js";
 import { History } from "@app/history.js";
+import { Lightbox } from "@app/lightbox.js";
 import { QuickBar } from "@app/quick-bar.js";
 import { idFromUrl, showInUrl } from "@app/routing.js";
 import { SettingsPane } from "@app/settings.js";
@@ -54,10 +56,10 @@ const deepReset = $("#deep-reset");
 const calibrateButton = $("#calibrate");
 
 const conversation = new Conversation($("#log"), $("#jump"), {
-  onResend: (text) => composer.insert(text),
+  onResend: (text, images) => composer.insert(text, images),
   onRace: (user) => actions.startRace(user.text, composer.runs, user),
   judge: (stats) => actions.judgeReply(stats),
-  onEdit: (user, text) => actions.editMessage(user, text),
+  onEdit: (user, text, images) => actions.editMessage(user, text, images),
   onRegenerate: (turn) => actions.regenerate(turn),
   onContinue: (turn) => actions.continueReply(turn),
   onSelect: (id) => actions.selectBranch(id),
@@ -88,6 +90,16 @@ const picker = new EnginePicker({
   status: $("#model-status"),
   send: (spec) => connection.send({ type: "switch_engine", spec }),
 });
+const lightbox = new Lightbox($("#lightbox"), $("#log"));
+const attachments = new AttachmentTray({
+  zone: $("#composer"),
+  prompt: $("#prompt"),
+  button: $("#attach"),
+  input: $("#attach-file"),
+  tray: $("#attach-tray"),
+  error: $("#attach-error"),
+  onChange: (change) => composer.attachmentsChanged(change),
+});
 const composer = new Composer({
   form: $("#composer"),
   prompt: $("#prompt"),
@@ -97,9 +109,10 @@ const composer = new Composer({
   runs: $("#race-runs"),
   sweep: $("#sweep"),
   hint: $("#composer-hint"),
-  onSend: (text) => actions.sendChat(text),
-  onRace: (text, runs) => actions.startRace(text, runs),
-  onSweep: (text) => actions.startSweep(text),
+  attachments,
+  onSend: (text, images) => actions.sendChat(text, images),
+  onRace: (text, runs, images) => actions.startRace(text, runs, null, images),
+  onSweep: (text, images) => actions.startSweep(text, images),
   onStop: () => actions.stopReply(),
 });
 const calibration = new Calibration({
@@ -191,6 +204,8 @@ function refresh() {
   const blocked = blockedReason();
   const noDrafter = app.engineInfo?.drafter_note ?? null;
   composer.set({ streaming: app.current !== null, blocked, noDrafter });
+  // Whether the model can see: until the engine says, the reason nothing can be sent stands for why not.
+  attachments.setVision(app.engineInfo?.vision === true, app.engineInfo?.vision_note ?? blocked);
   settings.setDrafterNote(noDrafter);
   settings.setLoopNote(loopNote(app.engineInfo));
   examples.setEnabled(app.current === null && !blocked);
@@ -266,7 +281,7 @@ const drawers = new Drawers($("#scrim"), {
 // Escape closes a drawer, else stops the reply, wherever focus is (fields that use Escape themselves,
 // like a title being renamed, take it first).
 document.addEventListener("keydown", (event) => {
-  if (event.key !== "Escape" || event.defaultPrevented || event.isComposing) return;
+  if (event.key !== "Escape" || event.defaultPrevented || event.isComposing || lightbox.isOpen) return;
   if (drawers.closeOverlays()) {
     event.preventDefault();
   } else if (app.current) {

@@ -7,7 +7,7 @@ import { DraftTint } from "@app/drafted-tint.js";
 import { formatCount, formatMs, formatRate, formatSeconds } from "@app/format.js";
 import { MarkdownView } from "@app/markdown.js";
 import { schedule } from "@app/render.js";
-import { acceptanceValue, MEASURE_TOKENS } from "@app/stats.js";
+import { acceptanceValue, MEASURE_TOKENS, ttftSplit } from "@app/stats.js";
 
 const STICK_PX = 24;
 const NAMES = { off: "Drafter off", on: "Drafter on" };
@@ -179,6 +179,8 @@ export class RaceLane {
       parts.push(early ? "accepted measuring…" : [acceptanceValue(stats.acceptance), " accepted"]);
     }
     this.numbersEl.replaceChildren(...parts.flatMap((part, i) => [i ? " · " : "", part].flat()));
+    const split = ttftSplit(stats);
+    this.numbersEl.title = split ? `Time to first token: ${split}` : "";
   }
 
   dispose() {

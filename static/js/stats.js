@@ -58,6 +58,20 @@ function chip(key, title, ...parts) {
 }
 
 /**
+ * The time to first token in its parts, "vision 120 ms · prefill 80 ms · first token 20 ms": the vision tower's
+ * time, the prefill's and the first token's (the rest), those the engine reports; null where it reports neither.
+ */
+export function ttftSplit(stats) {
+  const { ttft_ms: ttft, vision_ms: vision, prefill_ms: prefill } = stats ?? {};
+  if (ttft == null || (vision == null && prefill == null)) return null;
+  const parts = [];
+  if (vision != null) parts.push(["vision", vision]);
+  if (prefill != null) parts.push(["prefill", prefill]);
+  parts.push(["first token", Math.max(0, ttft - (vision ?? 0) - (prefill ?? 0))]);
+  return parts.map(([name, ms]) => `${name} ${formatMs(ms)}`).join(" · ");
+}
+
+/**
  * Render `stats` (keys of the protocol's stats object; any may still be null) into `el`, after
  * `produced` ({text, title}: what produced the reply) where known.
  */
@@ -68,7 +82,10 @@ export function renderStats(el, stats, live, produced = null) {
   const tooFew = live ? MEASURING : "too few tokens";
   const earlyTitle = `Shown from ${MEASURE_TOKENS} decoded tokens on`;
   if (stats.ttft_ms != null) {
-    chips.push(chip("ttft", "Time to first token", "TTFT ", formatMs(stats.ttft_ms)));
+    const split = ttftSplit(stats);
+    const parts = split ? [` (${split})`] : [];
+    chips.push(chip("ttft", split ? `Time to first token: ${split}` : "Time to first token", "TTFT ",
+      formatMs(stats.ttft_ms), ...parts));
   }
   if (early && (live || stats.tok_s != null)) {
     chips.push(chip("tok_s", earlyTitle, "tok/s ", tooFew));
@@ -115,6 +132,10 @@ export function renderStats(el, stats, live, produced = null) {
     const title = "Prompt tokens, and how many came from the prefix cache";
     const cached = stats.cached_tokens ? [" prompt · ", formatCount(stats.cached_tokens), " cached"] : [" prompt"];
     chips.push(chip("prompt", title, "", formatCount(stats.prompt_tokens), ...cached));
+  }
+  if (stats.image_tokens) {
+    const title = "Prompt tokens the attached images took";
+    chips.push(chip("image_tokens", title, "", formatCount(stats.image_tokens), " image tokens"));
   }
   if (produced) chips.unshift(chip("produced", produced.title, produced.text));
   el.dataset.live = String(live);

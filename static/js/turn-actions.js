@@ -66,7 +66,7 @@ export function renderTurnActions(turn) {
     }));
   }
   if (["failed", "interrupted"].includes(turn.el.dataset.state) || turn.el.dataset.finish === "error") {
-    buttons.push(actionButton("Edit & resend", { onClick: () => turn.onResend(turn.prompt) }));
+    buttons.push(actionButton("Edit & resend", { onClick: () => turn.onResend(turn.prompt, turn.images) }));
   }
   turn.actionsEl.replaceChildren(...buttons);
   turn.actionsEl.hidden = buttons.length === 0;

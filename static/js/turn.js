@@ -14,16 +14,18 @@ export class AssistantTurn {
   /**
    * @param {string} id the chat id this reply answers
    * @param {string} prompt the user's text, offered back for resending when the reply fails
-   * @param {{onResend: (text: string) => void,
+   * @param {{onResend: (text: string, images: string[]) => void,
    *          judge?: (stats: object) => ({text: string, action?: {label: string, run: () => void}}|null),
    *          onRegenerate?: (turn: AssistantTurn) => void, onContinue?: (turn: AssistantTurn) => void,
    *          onSelect?: (id: string) => void}} hooks
    * `judge` looks at a finished reply's stats and may return a notice (drafting not paying off);
    * `onContinue` asks for more of an unfinished reply, streamed into this same turn.
+   * @param {string[]} images the attachment ids of the user's images, offered back with the text
    */
-  constructor(id, prompt, { onResend, judge, onRegenerate, onContinue, onSelect }) {
+  constructor(id, prompt, { onResend, judge, onRegenerate, onContinue, onSelect }, images = []) {
     this.id = id;
     this.prompt = prompt;
+    this.images = images;
     this.el = element("article", "msg assistant");
     if (id) this.el.dataset.id = id;
     this.el.dataset.state = "waiting";
@@ -69,8 +71,8 @@ export class AssistantTurn {
   }
 
   /** A stored reply, drawn finished (or as far as it got). */
-  static stored(message, prompt, hooks) {
-    const turn = new AssistantTurn(null, prompt, hooks);
+  static stored(message, prompt, hooks, images) {
+    const turn = new AssistantTurn(null, prompt, hooks, images);
     turn.bind(message.id);
     turn.hasStarted = true;
     turn.settings = message.settings;

@@ -1,5 +1,6 @@
-// One message of the user's: its text, and copy, edit & resend, race again and branch arrows.
+// One message of the user's: its images and text, and copy, edit & resend, race again and branch arrows.
 
+import { attachmentUrl } from "@app/attachments.js";
 import { branchNav } from "@app/branch-nav.js";
 import { copyText } from "@app/clipboard.js";
 
@@ -13,17 +14,48 @@ function button(text, label, onClick) {
   return el;
 }
 
+/** One of a message's images, served by the server, named by its place among them. */
+function image(id, index, count) {
+  const img = document.createElement("img");
+  img.src = attachmentUrl(id);
+  img.alt = count > 1 ? `Attached image ${index + 1} of ${count}` : "Attached image";
+  return img;
+}
+
+/** An image of a message as a thumbnail, a button that shows it large (lightbox.js). */
+function thumbnail(id, index, count) {
+  const open = document.createElement("button");
+  open.type = "button";
+  open.className = "msg-image";
+  const img = image(id, index, count);
+  open.setAttribute("aria-label", `Show ${img.alt.toLowerCase()} large`);
+  open.append(img);
+  return open;
+}
+
+/** A message's images (attachment ids) as thumbnails, or null when it has none. */
+function imageStrip(ids) {
+  if (!ids.length) return null;
+  const strip = document.createElement("div");
+  strip.className = "msg-images";
+  strip.append(...ids.map((id, i) => thumbnail(id, i, ids.length)));
+  return strip;
+}
+
 export class UserMessage {
   /**
    * @param {string|null} id the chat request that sent it (null for a stored one)
    * @param {string} text
-   * @param {{onEdit: (message: UserMessage, text: string) => boolean, onRace: (message: UserMessage) => void,
-   *          onSelect: (id: string) => void}} hooks `onEdit` sends the edit as a new branch; false when
-   *   it could not go out (the editor stays open). `onRace` races this message again.
+   * @param {string[]} images the ids of its attached images, in order
+   * @param {{onEdit: (message: UserMessage, text: string, images: string[]) => boolean,
+   *          onRace: (message: UserMessage) => void, onSelect: (id: string) => void}} hooks `onEdit` sends
+   *   the edit (its text and the images kept) as a new branch; false when it could not go out (the editor
+   *   stays open). `onRace` races this message again.
    */
-  constructor(id, text, hooks) {
+  constructor(id, text, images, hooks) {
     this.id = id;
     this.text = text;
+    this.images = images;
     this.hooks = hooks;
     this.message = null; // the stored message's id, once known
     this.parent = undefined; // its parent (null for a first message), once known
@@ -34,8 +66,11 @@ export class UserMessage {
     this.bubble = document.createElement("div");
     this.bubble.className = "bubble";
     this.bubble.textContent = text;
+    this.bubble.hidden = text === ""; // a message of images only
+    this.imagesEl = imageStrip(images);
     this.actionsEl = document.createElement("div");
     this.actionsEl.className = "msg-actions";
+    if (this.imagesEl) this.el.append(this.imagesEl);
     this.el.append(this.bubble, this.actionsEl);
     this.siblings = [];
     this.locked = false;
@@ -62,8 +97,10 @@ export class UserMessage {
     const items = [];
     const nav = this.message && branchNav(this.message, this.siblings, "message", this.hooks.onSelect, this.locked);
     if (nav) items.push(nav);
-    const copy = button("Copy", "Copy message", () => copyText(copy, this.text, this.bubble));
-    items.push(copy);
+    if (this.text) {
+      const copy = button("Copy", "Copy message", () => copyText(copy, this.text, this.bubble));
+      items.push(copy);
+    }
     if (this.message && this.parent !== undefined) {
       const edit = button("Edit", "Edit message", () => this.edit());
       edit.disabled = this.locked;
@@ -77,8 +114,42 @@ export class UserMessage {
     this.actionsEl.replaceChildren(...items);
   }
 
+  /**
+   * The images an edit sends, each with a button that leaves it out; `kept` is changed in place.
+   * Null when the message has none.
+   */
+  editImages(kept) {
+    if (!kept.length) return null;
+    const list = document.createElement("ul");
+    list.className = "attach-tray edit-images";
+    list.setAttribute("aria-label", "Images sent with the edit");
+    const count = kept.length;
+    for (const [i, id] of kept.entries()) {
+      const li = document.createElement("li");
+      li.className = "attach-item";
+      const img = image(id, i, count);
+      const remove = document.createElement("button");
+      remove.type = "button";
+      remove.className = "attach-remove";
+      remove.textContent = "×";
+      remove.title = "Leave this image out of the edit";
+      remove.setAttribute("aria-label", `Leave ${img.alt.toLowerCase()} out of the edit`);
+      remove.addEventListener("click", () => {
+        kept.splice(kept.indexOf(id), 1);
+        const next = li.nextElementSibling ?? li.previousElementSibling;
+        li.remove();
+        (next?.querySelector("button") ?? list.closest("form").querySelector("textarea")).focus();
+        if (!kept.length) list.remove();
+      });
+      li.append(img, remove);
+      list.append(li);
+    }
+    return list;
+  }
+
   /** Swap the bubble for an editor; sending the edit starts a new branch beside this message. */
   edit() {
+    const kept = [...this.images];
     const form = document.createElement("form");
     form.className = "edit-form";
     const field = document.createElement("textarea");
@@ -101,8 +172,11 @@ export class UserMessage {
     const row = document.createElement("div");
     row.className = "edit-actions";
     row.append(cancel, send);
+    const images = this.editImages(kept);
+    if (images) form.append(images);
     form.append(field, error, row);
     const close = () => {
+      if (this.imagesEl) this.imagesEl.hidden = false;
       form.replaceWith(this.bubble);
       this.editor = null;
       this.renderActions();
@@ -120,14 +194,15 @@ export class UserMessage {
     form.addEventListener("submit", (event) => {
       event.preventDefault();
       const text = field.value;
-      if (text.trim() === "") return;
-      if (!this.hooks.onEdit(this, text)) {
+      if (text.trim() === "" && !kept.length) return;
+      if (!this.hooks.onEdit(this, text, [...kept])) {
         error.textContent = "The edit could not be sent now: wait for the reply to finish, or for the connection.";
         error.hidden = false;
       }
     });
     this.editor = form;
     this.actionsEl.replaceChildren();
+    if (this.imagesEl) this.imagesEl.hidden = true; // the editor shows them, each with its remove button
     this.bubble.replaceWith(form);
     field.focus();
     field.setSelectionRange(field.value.length, field.value.length);
