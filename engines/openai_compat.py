@@ -43,6 +43,10 @@ MODELS_TIMEOUT_S = 10.0  # GET /models is instant on a healthy server
 # towards dropping a turn early rather than overflowing the server's context.
 BYTES_PER_TOKEN = 3
 FRAMING_TOKENS = 8
+# An image as Qwen-VL-style processors take it: a token per 32×32 pixels after resizing to at most about a
+# megapixel; counted up to twice that, again erring towards dropping a turn early.
+IMAGE_PIXELS_PER_TOKEN = 32 * 32
+IMAGE_ESTIMATE_PIXELS = 2 * 1024 * 1024
 CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length")  # where servers' /models say it
 # mlx-vlm writes two thinking tokens past its budget (the one that crossed it, then a newline) before
 # ``</think>``: it is told this much less, so its thinking ends at the budget.
@@ -59,6 +63,11 @@ def message_body(message: Message) -> dict:
     parts = [{"type": "text", "text": message.content}] if message.content else []
     parts += [{"type": "image_url", "image_url": {"url": image.data_url()}} for image in message.images]
     return {"role": message.role, "content": parts}
+
+
+def image_tokens(image) -> int:
+    """An estimate of the tokens ``image`` takes in a prompt (see ``IMAGE_ESTIMATE_PIXELS``)."""
+    return -(-min(image.width * image.height, IMAGE_ESTIMATE_PIXELS) // IMAGE_PIXELS_PER_TOKEN)
 
 
 def has_images(turn: Turn) -> bool:
@@ -378,6 +387,7 @@ class OpenAICompatEngine(Engine):
             return None
         texts = [options.system_prompt, *(m.content for m in messages)]
         size = sum(len(text.encode()) for text in texts) // BYTES_PER_TOKEN + FRAMING_TOKENS * len(texts)
+        size += sum(image_tokens(image) for m in messages for image in m.images)
         return size, self.context
 
     def _check_startable(self, turn: Turn) -> None:

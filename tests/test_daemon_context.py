@@ -4,7 +4,7 @@ both as the reference says)."""
 
 import pytest
 
-from engines import GenerationOptions, Message
+from engines import GenerationOptions, Image, Message
 from engines.openai_compat import OpenAICompatEngine
 from tests.support.fake_mtplx import FakeDaemon
 from webapp.conversations.window import Window, fit
@@ -66,5 +66,21 @@ def test_mtplx_reads_the_context_window_from_health(daemon):
         messages, ids = conversation(12)
         kept, window = fit(engine, messages, ids, OPTIONS)
         assert window.dropped > 0 and kept[-1] == messages[-1]
+    finally:
+        engine.unload()
+
+
+def test_images_count_towards_the_estimate(daemon):
+    engine = OpenAICompatEngine(daemon.url + "/v1")
+    engine.load(OPTIONS)
+    try:
+        small = Image("a" * 32, "0" * 64, "image/png", 64, 64)  # 4 tokens of 32×32 pixels
+        large = Image("b" * 32, "1" * 64, "image/png", 4000, 3000)  # counted as at most 2 megapixels
+        text = engine.prompt_size([Message("user", "Look")], OPTIONS)[0]
+        assert engine.prompt_size([Message("user", "Look", images=(small,))], OPTIONS)[0] == text + 4
+        assert engine.prompt_size([Message("user", "Look", images=(large,))], OPTIONS)[0] == text + 2048
+        turns = [Message("user", "Look", images=(large,)), Message("assistant", "ok"), Message("user", "And?")]
+        kept, window = fit(engine, turns, ["u0", "a0", "u1"], OPTIONS)
+        assert window.dropped == 1 and kept == turns[-1:]  # the image's turn went: it would not fit
     finally:
         engine.unload()
