@@ -240,8 +240,9 @@ class MtplxEngine(OpenAICompatEngine):
     def _check_startable(self, turn: Turn) -> None:
         super()._check_startable(turn)
         if not turn.options.speculative and has_images(turn):
-            raise EngineError("MTPLX takes images only while it drafts (its MTP mode). Turn the drafter on, or "
-                              "remove the images and send again.", code="invalid_settings")
+            raise EngineError("MTPLX takes images only while it drafts (its MTP mode), so neither a reply with the "
+                              "drafter off nor a race's or sweep's drafter-off lane can run on images. Turn the "
+                              "drafter on, or remove the images and send again.", code="invalid_settings")
 
     def prepare(self, options: GenerationOptions) -> None:
         if self._status.state == "ready" and options.system_prompt != self._warmed_system:
