@@ -257,6 +257,36 @@ def test_the_api_needs_the_token_when_the_page_does(tmp_path):
     assert web.get("/v1/models", headers={"Authorization": "Bearer a-long-token"}).status_code == 200
 
 
+def test_api_store_keeps_each_exchange_in_the_history(client, fake_server):
+    ask(client, "not kept")
+    assert requests.get(fake_server.url + "/api/conversations", timeout=10).json()["conversations"] == []
+    fake_server.app.config["API_STORE"] = True
+    reply = ask(client, "Kept too")
+    (listed,) = requests.get(fake_server.url + "/api/conversations", timeout=10).json()["conversations"]
+    assert listed["title"] == "Kept too"
+    kept = requests.get(fake_server.url + f"/api/conversations/{listed['id']}", timeout=10).json()["messages"]
+    assert [(m["role"], m["content"]) for m in kept] == [("user", "Kept too"),
+                                                         ("assistant", reply.choices[0].message.content)]
+    assert kept[1]["settings"]["source"] == "api" and kept[1]["finish_reason"] == "stop"
+
+
+def test_api_store_keeps_a_streamed_exchange_with_its_images(client, fake_server):
+    fake_server.app.config["API_STORE"] = True
+    chunks = list(client.chat.completions.create(model=MODEL, stream=True, messages=[
+        {"role": "user", "content": "first"}, {"role": "assistant", "content": "one"},
+        {"role": "user", "content": [{"type": "text", "text": "Keep this"},
+                                     {"type": "image_url", "image_url": {"url": png_url()}}]}]))
+    answer = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert wait_for(lambda: requests.get(fake_server.url + "/api/conversations", timeout=10).json()["conversations"])
+    (listed,) = requests.get(fake_server.url + "/api/conversations", timeout=10).json()["conversations"]
+    kept = requests.get(fake_server.url + f"/api/conversations/{listed['id']}", timeout=10).json()["messages"]
+    assert [(m["role"], m["content"]) for m in kept] == [("user", "first"), ("assistant", "one"),
+                                                         ("user", "Keep this"), ("assistant", answer)]
+    (image,) = kept[2]["images"]
+    assert requests.get(fake_server.url + f"/api/attachments/{image}", timeout=10).content == base64.b64decode(
+        png_url().split(",")[1])
+
+
 def wait_for(predicate, timeout: float = 10.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

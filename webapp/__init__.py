@@ -26,7 +26,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     ``config`` may set ``ALLOWED_HOSTS`` (``host:port`` strings the server
     answers to); without it no Origin/Host check is made, as in unit tests.
     ``ACCESS_TOKEN`` (a string) makes every request carry it (security.py).
-    ``API_QUEUE`` is how many OpenAI-compatible API requests may queue for the model (default 8).
+    ``API_QUEUE`` is how many OpenAI-compatible API requests may queue for the model (default 8); with
+    ``API_STORE`` their exchanges are kept in the conversation history (default false).
     ``MODELS_DIR`` is the folder the engine picker lists models from (default ``data_dir/models``).
     ``ALLOW_REMOTE_ENGINES`` and ``ALLOW_DOWNLOADS`` (default false) let a tab's engine spec name servers
     off loopback and hub models not on this machine (engines.registry.TabPolicy).

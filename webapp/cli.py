@@ -136,6 +136,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--api-queue", type=api_queue, default=8,
                         help="OpenAI-compatible API (/v1): how many requests may queue for the model, the one being "
                         "answered counted; more get 429 (default 8)")
+    parser.add_argument("--api-store", action="store_true",
+                        help="keep the OpenAI-compatible API's requests and replies in the conversation history")
     parser.add_argument("--log-level", type=log_level, default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     args = parser.parse_args(argv)
     if args.engine == "openai" and not args.base_url:
@@ -198,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
                                  "MODELS_DIR": models_dir,
                                  "ALLOW_REMOTE_ENGINES": args.allow_remote_engines,
                                  "ALLOW_DOWNLOADS": args.allow_downloads,
-                                 "API_QUEUE": args.api_queue})
+                                 "API_QUEUE": args.api_queue, "API_STORE": args.api_store})
     except StoreError as exc:
         print(f"specchat: {exc}", file=sys.stderr)
         return 2

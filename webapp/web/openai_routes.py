@@ -13,6 +13,7 @@ from werkzeug.exceptions import HTTPException
 from engines import Answer, Done, Message, Thinking, Turn, guarded
 
 from ..openai_api.errors import ApiError, error_body
+from ..openai_api.history import store_exchange
 from ..openai_api.replies import Chunks, StopCut, completion
 from ..openai_api.requests import parse_request
 
@@ -85,9 +86,10 @@ def chat_completions():
         stream.close()
         host.engine.forget(turn.conversation_id)
         raise _failed(first)
+    keep = _keeper(host, chat, info) if current_app.config.get("API_STORE") else None
     if chat.stream:
-        return Response(_streamed(host, chat, turn, first, events, stream, info.model), mimetype="text/event-stream",
-                        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return Response(_streamed(host, chat, turn, first, events, stream, info.model, keep),
+                        mimetype="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     try:
         answer, thinking, done = _collected(chat, turn, first, events)
     finally:
@@ -95,7 +97,17 @@ def chat_completions():
         host.engine.forget(turn.conversation_id)
     if done.finish_reason == "error":
         raise _failed(done)
+    if keep is not None:
+        keep(answer, thinking, done)
     return jsonify(completion(info.model, answer, thinking, done.finish_reason, done.stats))
+
+
+def _keeper(host, chat, info):
+    """--api-store: what stores a finished exchange in the history."""
+    def keep(answer: str, thinking: str, done: Done) -> None:
+        store_exchange(host.conversations.store, chat, info, answer, thinking, done.finish_reason, done.stats)
+
+    return keep
 
 
 def _failed(done: Done) -> ApiError:
@@ -123,22 +135,25 @@ def _stopped(done: Done, cut: StopCut) -> Done:
     return Done("stop", done.stats) if cut.hit and done.finish_reason == "cancelled" else done
 
 
-def _streamed(host, chat, turn: Turn, first, events, stream, model: str):
+def _streamed(host, chat, turn: Turn, first, events, stream, model: str, keep):
     """The SSE body. A client that leaves makes the server close this generator: the reply stops then, at its
     next token (``stream.close`` sets the turn's cancel)."""
     chunks, cut = Chunks(chat, model), StopCut(chat.stop)
+    said = {Thinking: [], Answer: []}
     try:
         yield _sse(chunks.role())
         for event in _chain(first, events):
             if isinstance(event, (Thinking, Answer)):
                 text = event.text if isinstance(event, Thinking) else cut.feed(event.text)
                 if text:
+                    said[type(event)].append(text)
                     yield _sse(chunks.text(isinstance(event, Thinking), text))
                 if cut.hit:
                     turn.cancel.set()
             elif isinstance(event, Done):
                 rest = cut.rest()
                 if rest:
+                    said[Answer].append(rest)
                     yield _sse(chunks.text(False, rest))
                 done = _stopped(event, cut)
                 if done.finish_reason == "error":
@@ -147,6 +162,8 @@ def _streamed(host, chat, turn: Turn, first, events, stream, model: str):
                     yield _sse(chunks.finish(done.finish_reason))
                     if chat.include_usage:
                         yield _sse(chunks.usage(done.stats))
+                    if keep is not None:
+                        keep("".join(said[Answer]), "".join(said[Thinking]), done)
                 yield b"data: [DONE]\n\n"
                 return
     finally:
