@@ -96,7 +96,7 @@ def checkpoint_config(ids: dict[str, int], text_config: dict) -> dict:
 
 # Every file a checkpoint made here holds; a folder with anything else is not one of ours to replace.
 MADE_FILES = frozenset({"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
-                        "tokenizer_config.json", "chat_template.jinja"})
+                        "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json"})
 
 
 def fresh_folder(out: str | Path, keep: tuple[str, ...] = ()) -> Path:

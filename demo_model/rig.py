@@ -12,12 +12,18 @@ sqrt(hidden) standard deviations, so the argmax agrees in bfloat16 too: every dr
 and the output reads as a stream of distinct words. Every matrix has a real model's shape, so a
 step costs what a step of a model that shape costs.
 
-    python -m demo_model.rig OUT --size cpu|100m|717m|4b
+With ``--vision`` the rig can see: a small vision tower shaped as Qwen 3.5's (patches of 16 pixels merged 2×2)
+and the image processor's config with Qwen's own resizing bounds (a 1024×1024 image becomes 961 tokens). An
+image changes no drafted token (every layer still adds nothing), so it measures what an image's tokens cost
+the prefill and each step after it.
+
+    python -m demo_model.rig OUT --size cpu|100m|717m|4b [--vision]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import random
 from dataclasses import dataclass
@@ -55,6 +61,18 @@ SIZES = {
 }
 
 
+# The tower: small (a few layers), in Qwen 3.5's patching; the processor: Qwen3-VL's, with the bounds a checkpoint
+# without its own take (56² pixels to about a megapixel, one token per 32×32 pixels).
+VISION_TOWER = {"depth": 2, "hidden_size": 256, "intermediate_size": 512, "num_heads": 4, "patch_size": 16,
+                "spatial_patch_size": 16, "num_position_embeddings": 2304}
+PREPROCESSOR_CONFIG = {
+    "size": {"shortest_edge": 56 * 56, "longest_edge": 28 * 28 * 1280},
+    "patch_size": 16, "temporal_patch_size": 2, "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor", "image_processor_type": "Qwen2VLImageProcessorFast",
+}
+
+
 def text_config(*, hidden: int, layers: int, intermediate: int, vocab: int) -> dict:
     """Qwen 3.5's layer pattern at this size: 3 gated-delta layers to 1 gated full-attention layer,
     query heads of 128 (64 below hidden 1024), a quarter as many key-value heads, untied LM head."""
@@ -80,9 +98,11 @@ def text_config(*, hidden: int, layers: int, intermediate: int, vocab: int) -> d
     )
 
 
-def rig_config(ids: dict[str, int], **shape) -> dict:
+def rig_config(ids: dict[str, int], vision: bool = False, **shape) -> dict:
     config = checkpoint_config(ids, text_config(**shape))
     config["tie_word_embeddings"] = False
+    if vision:
+        config["vision_config"] = config["vision_config"] | VISION_TOWER
     return config
 
 
@@ -142,19 +162,22 @@ def agreeing_weights(weights: dict, words: list[float], seed: int) -> dict:
 
 
 def build_rig(out: str | Path, *, hidden: int, layers: int, intermediate: int, vocab: int,
-              dtype: str = "float32", seed: int = 0) -> Path:
-    """Write a full-acceptance rig checkpoint to ``out`` (replacing it) and return its path."""
+              dtype: str = "float32", seed: int = 0, vision: bool = False) -> Path:
+    """Write a full-acceptance rig checkpoint to ``out`` (replacing it) and return its path; ``vision``: one
+    that can see (see above)."""
     import mlx.core as mx
 
     out = fresh_folder(out)
     ids = build_tokenizer(out, vocab, corpus=_corpus(vocab, seed))
     if ids["vocab_size"] != vocab:
         raise ValueError(f"the tokenizer reached {ids['vocab_size']} tokens, not {vocab}: pick a smaller vocab")
-    config = rig_config(ids, hidden=hidden, layers=layers, intermediate=intermediate, vocab=vocab)
+    config = rig_config(ids, vision, hidden=hidden, layers=layers, intermediate=intermediate, vocab=vocab)
     weights = agreeing_weights(random_parameters(config, seed), word_mask(out), seed)
     cast = getattr(mx, dtype)
     weights = {k: v.astype(cast) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in weights.items()}
     save_checkpoint(out, config, weights)
+    if vision:
+        (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2))
     return out
 
 
@@ -163,13 +186,14 @@ def main() -> None:
     parser.add_argument("output", help="folder to write the checkpoint to (replaced)")
     parser.add_argument("--size", choices=sorted(SIZES), default="cpu")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vision", action="store_true", help="with a small vision tower and its image processor")
     args = parser.parse_args()
     shape = SIZES[args.size]
     body, head = parameter_count(shape)
     path = build_rig(args.output, hidden=shape.hidden, layers=shape.layers, intermediate=shape.intermediate,
-                     vocab=shape.vocab, dtype=shape.dtype, seed=args.seed)
+                     vocab=shape.vocab, dtype=shape.dtype, seed=args.seed, vision=args.vision)
     print(f"{path}: {args.size}, {body / 1e6:.1f}M parameters in the body, {head / 1e6:.1f}M in the MTP head, "
-          f"{shape.dtype}")
+          f"{shape.dtype}{', with a vision tower' if args.vision else ''}")
 
 
 if __name__ == "__main__":
