@@ -1,0 +1,118 @@
+"""Drafting after an image, printed as ratios measured side by side in one run: the rig that sees (every draft
+accepted, ``python -m demo_model.rig --vision``) answers one prompt with a 1024×1024 image and without it, drafter
+off and at each block, all interleaved through the MLX engine. Per mode: the vision tower's time, the prefill,
+the decode rates and each block's speed-up (median of per-run ratios, min-max); then the speed-up with the
+image ÷ the speed-up on text.
+
+    python -m benchmarks.images [--model RIG] [--size cpu|4b] [--blocks 2,4] [--runs 5] [--tokens 256]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+PROMPT = "Describe what you see, word by word."
+
+
+def picture(side: int) -> bytes:
+    """A photo-like image (noise: nothing compresses it away) of ``side``² pixels, as PNG."""
+    from PIL import Image
+
+    out = io.BytesIO()
+    Image.effect_noise((side, side), 48).convert("RGB").save(out, format="PNG")
+    return out.getvalue()
+
+
+def spread(values: list[float], digits: int = 2, unit: str = "") -> str:
+    known = [v for v in values if v is not None]
+    if not known:
+        return "-"
+    return (f"{statistics.median(known):.{digits}f}{unit} ({min(known):.{digits}f}-{max(known):.{digits}f}"
+            f"{unit})")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", help="a rig built with --vision (default: a fresh one of --size)")
+    parser.add_argument("--size", default="cpu", help="the rig to build when --model is not given")
+    parser.add_argument("--blocks", default="2,4")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--side", type=int, default=1024, help="the image's width and height in pixels")
+    args = parser.parse_args()
+    from webapp.blas import blas_in_use, ensure_fast_blas
+    from webapp.precision import keep_float32_exact
+
+    keep_float32_exact()
+    ensure_fast_blas(None, sys.argv[1:], module="benchmarks.images")
+    from demo_model.rig import SIZES, build_rig
+    from engines import GenerationOptions, Image, Message, Turn, guarded
+    from engines.mlx import MlxEngine
+    from webapp.conversations.images import read_image
+    from webapp.measurement.machine import machine
+
+    model = args.model
+    if model is None:
+        shape = SIZES[args.size]
+        model = str(build_rig(Path(tempfile.mkdtemp(prefix="specchat-rig-")) / f"rig-{args.size}-vision",
+                              hidden=shape.hidden, layers=shape.layers, intermediate=shape.intermediate,
+                              vocab=shape.vocab, dtype=shape.dtype, vision=True))
+    found = read_image(picture(args.side))
+    image = Image(found.id, found.sha256, found.mime, found.width, found.height, found.data)
+    blocks = [1] + [int(b) for b in args.blocks.split(",")]
+    base = GenerationOptions(reasoning_budget=0, max_tokens=args.tokens, temperature=0.0)
+    engine = MlxEngine(model)
+    engine.load(base)
+    import mlx.core as mx
+
+    print(f"machine: {machine()}; MLX on {mx.default_device()}; BLAS: {blas_in_use()}")
+    print(f"model: {model}; image {args.side}×{args.side}; {args.tokens} tokens; {args.runs} runs; blocks {blocks}")
+    modes = {"text": (), "image": (image,)}
+    results: dict[tuple[str, int], list[dict]] = {(m, b): [] for m in modes for b in blocks}
+    order = [(m, b) for m in modes for b in blocks]
+    try:
+        for run in range(-1, args.runs):  # run -1 warms every mode and block once, unrecorded
+            turned = order[run % len(order):] + order[:run % len(order)] if run >= 0 else order
+            for mode, block in turned:
+                options = base.updated({"speculative": block > 1, "draft_block_size": max(block, 2)})
+                turn = Turn(f"{mode}{block}-{run}", f"bench-{mode}-{block}-{run}",
+                            [Message("user", PROMPT, images=modes[mode])], options)
+                done = None
+                for event in guarded(engine.stream(turn)):
+                    done = event
+                engine.forget(turn.conversation_id)
+                if done.finish_reason == "error":
+                    raise SystemExit(f"{mode}, block {block}: {done.error_message}")
+                if run >= 0:
+                    results[(mode, block)].append(done.stats)
+    finally:
+        engine.unload()
+    speedups = {}
+    for mode in modes:
+        off = results[(mode, 1)]
+        stats = off[0]
+        print(f"\n{mode}: prompt {stats['prompt_tokens']} tokens ({stats['image_tokens']} image tokens); "
+              f"vision {spread([s['vision_ms'] for s in off], 1, ' ms')}; prefill "
+              f"{spread([s['prefill_ms'] for s in off], 1, ' ms')}; time to first token "
+              f"{spread([s['ttft_ms'] for s in off], 1, ' ms')}")
+        print(f"  block 1 (drafter off): {spread([s['tok_s'] for s in off], 1, ' tok/s')}")
+        for block in blocks[1:]:
+            on = results[(mode, block)]
+            ratios = [b["tok_s"] / a["tok_s"] for a, b in zip(off, on)]
+            speedups[(mode, block)] = ratios
+            acceptance = statistics.median(s["acceptance"] or 0 for s in on)
+            print(f"  block {block}: {spread([s['tok_s'] for s in on], 1, ' tok/s')}, speed-up "
+                  f"{spread(ratios, 2, '×')}, acceptance {acceptance:.1%}")
+    print()
+    for block in blocks[1:]:
+        ratio = [i / t for i, t in zip(speedups[("image", block)], speedups[("text", block)])]
+        print(f"block {block}: speed-up after the image ÷ speed-up on text: {spread(ratio, 3)}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
