@@ -184,6 +184,7 @@ export function frameHandlers(app, page) {
   // The engine, its picker and its examples, as a hello or an engine frame tells them.
   function showEngine(frame) {
     app.engineInfo = frame.engine;
+    app.api = frame.api ?? null;
     engine.update(app.engineInfo);
     examples.show(app.engineInfo.examples);
     learnBaseline(frame);

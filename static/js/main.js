@@ -30,6 +30,7 @@ const app = {
   connected: false, // a hello arrived on the current socket
   everConnected: false,
   engineInfo: null,
+  api: null, // {answering, waiting}: the OpenAI-compatible API's requests for the model
   current: null, // the AssistantTurn, RaceView or SweepView in flight, if any
   settingsValues: {},
   // The server keeps a conversation (and a reply in flight) while its tab reconnects, and stores it from its
@@ -187,6 +188,10 @@ function blockedReason() {
   }
   if (app.engineInfo.state === "loading" || app.engineInfo.state === "starting") return "The model is loading…";
   if (app.engineInfo.state === "error") return "The engine could not start; see the message at the top.";
+  if (app.api?.answering && app.current === null) {
+    const waiting = app.api.waiting ? ` (${app.api.waiting} more waiting)` : "";
+    return `The model is answering a request from the API${waiting}: send when it is done.`;
+  }
   return null;
 }
 
