@@ -119,11 +119,13 @@ def test_mtplx_on_apple_silicon(hub, fake_server, monkeypatch):
 def test_a_server_that_does_not_answer_says_what_to_do(hub, fake_server, daemon):
     body = requests.get(fake_server.url + "/api/models", params={"base_url": "http://127.0.0.1:9/v1"},
                         timeout=10).json()
-    assert body["served"]["models"] == [] and "type the model's name" in body["served"]["error"]
+    assert body["served"]["models"] == [] and "type the model's name" in body["served"]["error"]["message"]
+    assert body["served"]["error"]["code"] == "server_unreachable"
     server = daemon()
     body = requests.get(fake_server.url + "/api/models", params={"base_url": server.url + "/nothing"},
                         timeout=10).json()
-    assert "HTTP 404" in body["served"]["error"]
+    assert body["served"]["error"] == {"code": "no_model_list", "message": body["served"]["error"]["message"]}
+    assert "HTTP 404" in body["served"]["error"]["message"]
 
 
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1/v1", "not a url", "file:///etc"])

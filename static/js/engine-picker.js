@@ -152,7 +152,7 @@ export class EnginePicker {
     } else if (this.found.served) {
       const { models, error } = this.found.served;
       items = models.map((id) => ({ value: id, name: id, meta: "served", title: id }));
-      status = error ?? (items.length ? "Models this server serves:" : "This server lists no models.");
+      status = error?.message ?? (items.length ? "Models this server serves:" : "This server lists no models.");
     } else {
       status = this.baseUrl.value.trim() ? "" : "Type the server's address to list its models.";
     }

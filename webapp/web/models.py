@@ -87,16 +87,18 @@ def served_models(url: str, api_key: str | None) -> dict:
     try:
         response = httpx.get(endpoint, headers=headers, timeout=SERVED_TIMEOUT_S)
     except httpx.HTTPError as exc:
-        return {"base_url": url, "models": [], "error": f"No answer from {endpoint} ({type(exc).__name__}): "
-                "check the address, or type the model's name."}
+        return {"base_url": url, "models": [], "error": {
+            "code": "server_unreachable",
+            "message": f"No answer from {endpoint} ({type(exc).__name__}): check the address, or type the model's "
+                       "name."}}
     try:
         data = response.json().get("data") if response.status_code == 200 else None
     except (ValueError, AttributeError):
         data = None
     if not isinstance(data, list):
         hint = "it wants an API key" if response.status_code == 401 else f"HTTP {response.status_code}"
-        return {"base_url": url, "models": [], "error": f"{endpoint} gave no model list ({hint}): type the "
-                "model's name."}
+        return {"base_url": url, "models": [], "error": {
+            "code": "no_model_list", "message": f"{endpoint} gave no model list ({hint}): type the model's name."}}
     ids = [item["id"] for item in data if isinstance(item, dict) and isinstance(item.get("id"), str)]
     return {"base_url": url, "models": ids, "error": None}
 
