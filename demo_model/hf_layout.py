@@ -7,7 +7,11 @@ by ``mlx_vlm.convert``, which drops the MTP head unless ``--mtp`` writes it besi
 such a float checkpoint in seconds, puts it in a Hugging Face hub cache folder, and runs the real
 ``mlx_vlm.convert`` on it, so tests load exactly what users load.
 
-    python -m demo_model.hf_layout OUT [--dtype bfloat16|float16] [--no-vision]
+    python -m demo_model.hf_layout OUT [--dtype bfloat16|float16] [--no-vision] [--image-processor]
+
+``build_vision_checkpoint`` makes a converted checkpoint that can see: a small tower shaped as Qwen 3.5's
+(patch 16, merge 2) and the Qwen3-VL image processor's config, with resizing bounds that make an image tens of
+tokens, so one encodes in milliseconds.
 """
 
 from __future__ import annotations
@@ -30,6 +34,20 @@ VOCAB_SIZE = 2048
 BODY_NORMS = (".input_layernorm.weight", ".post_attention_layernorm.weight", "model.norm.weight",
               ".q_norm.weight", ".k_norm.weight")
 MTP_NORMS = ("norm.weight", "pre_fc_norm_embedding.weight", "pre_fc_norm_hidden.weight")
+# Qwen 3.5's vision tower patches (16 pixels, 2×2 merged), at toy width; the rest comes from checkpoint_config.
+VISION_SHAPE = {"patch_size": 16, "spatial_patch_size": 16, "num_position_embeddings": 64}
+# preprocessor_config.json as Qwen publishes it for Qwen 3.5, but for its bounds: from 4 to 64 image tokens
+# (one token per 32×32 pixels) instead of 64 to 16,384.
+PREPROCESSOR_CONFIG = {
+    "size": {"shortest_edge": 4 * 32 * 32, "longest_edge": 64 * 32 * 32},
+    "patch_size": 16,
+    "temporal_patch_size": 2,
+    "merge_size": 2,
+    "image_mean": [0.5, 0.5, 0.5],
+    "image_std": [0.5, 0.5, 0.5],
+    "processor_class": "Qwen3VLProcessor",
+    "image_processor_type": "Qwen2VLImageProcessorFast",
+}
 README = """---
 license: apache-2.0
 pipeline_tag: image-text-to-text
@@ -106,21 +124,25 @@ def shard_plan(keys: list[str], shards: int) -> dict[str, str]:
     return plan | {k: names[-1] for k in keys if k not in plan}
 
 
-def mlx_parameters(folder: Path, seed: int = 0) -> tuple[dict, dict]:
+def mlx_parameters(folder: Path, seed: int = 0, image_processor: bool = False) -> tuple[dict, dict]:
     """(config, parameters) in MLX layout, as mlx-vlm's modules hold them, for the tokenizer in ``folder``:
-    what build_hf_checkpoint writes, before it rewrites them to the Hugging Face layout."""
+    what build_hf_checkpoint writes, before it rewrites them to the Hugging Face layout (``image_processor``:
+    with the tower shaped for Qwen3-VL's image processor)."""
     from tokenizers import Tokenizer
 
     ids = special_ids(Tokenizer.from_file(str(folder / "tokenizer.json")))
     config = checkpoint_config(ids, text_config(ids["vocab_size"]))
+    if image_processor:
+        config["vision_config"] = config["vision_config"] | VISION_SHAPE
     return config, printable_parameters(config, seed, folder)
 
 
 def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: bool = True, shards: int = 3,
-                        seed: int = 0) -> Path:
+                        seed: int = 0, image_processor: bool = False) -> Path:
     """Write a float Qwen 3.5 checkpoint in Hugging Face layout to the new folder ``out``; return it.
 
-    ``shards`` >= 2: the MTP head is in the last one, which the index names."""
+    ``shards`` >= 2: the MTP head is in the last one, which the index names. ``image_processor``: with
+    ``preprocessor_config.json`` and a tower shaped for it (else the tower cannot take an image)."""
     import mlx.core as mx
 
     if shards < 2:
@@ -128,7 +150,7 @@ def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: boo
     out = Path(out)
     out.mkdir(parents=True)
     build_tokenizer(out, VOCAB_SIZE)
-    mlx_config, weights = mlx_parameters(out, seed)
+    mlx_config, weights = mlx_parameters(out, seed, image_processor)
     cast = getattr(mx, dtype)
     tensors = {k: v.astype(cast) for k, v in hf_weights(weights, vision).items()}
     plan = shard_plan(list(tensors), shards)
@@ -142,7 +164,19 @@ def build_hf_checkpoint(out: str | Path, *, dtype: str = "bfloat16", vision: boo
     (out / "generation_config.json").write_text(
         json.dumps({"eos_token_id": mlx_config["eos_token_id"], "do_sample": False}))
     (out / "README.md").write_text(README)
+    if image_processor:
+        (out / "preprocessor_config.json").write_text(json.dumps(PREPROCESSOR_CONFIG, indent=2))
     return out
+
+
+def build_vision_checkpoint(out: str | Path, *, bits: int | None = 4, vision: bool = True, seed: int = 0) -> Path:
+    """A tiny Qwen 3.5 that can see, as users get it: the Hugging Face checkpoint (vision tower,
+    ``preprocessor_config.json``, MTP head) converted by ``mlx_vlm.convert --mtp`` (``bits`` as ``-q --q-bits``,
+    None for float) into the new folder ``out``, the head beside it (``out``-mtp). ``vision=False``: the same
+    conversion of a checkpoint with its tower stripped. Returns ``out``."""
+    out = Path(out)
+    source = build_hf_checkpoint(out.with_name(f"{out.name}-hf"), vision=vision, seed=seed, image_processor=True)
+    return convert(source, out, bits=bits, mtp=True)
 
 
 def mtp_shards(folder: Path) -> list[str]:
@@ -200,11 +234,13 @@ def main() -> None:
     parser.add_argument("output", help="new folder to write the checkpoint to")
     parser.add_argument("--dtype", choices=("bfloat16", "float16"), default="bfloat16")
     parser.add_argument("--no-vision", action="store_true", help="leave out the vision tower's weights")
+    parser.add_argument("--image-processor", action="store_true",
+                        help="write preprocessor_config.json and a tower shaped for it")
     parser.add_argument("--shards", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     print(build_hf_checkpoint(args.output, dtype=args.dtype, vision=not args.no_vision, shards=args.shards,
-                              seed=args.seed))
+                              seed=args.seed, image_processor=args.image_processor))
 
 
 if __name__ == "__main__":

@@ -151,3 +151,13 @@ def tab(browser, fake_server) -> Tab:
     yield Tab(page, fake_server)
     context.close()
     assert errors == []
+
+
+@pytest.fixture(scope="session")
+def vision_model(tmp_path_factory) -> Path:
+    """A tiny Qwen 3.5 that can see, as users get one: a small vision tower and Qwen3-VL's image processor
+    config (an image is 4 to 64 tokens) in Hugging Face layout, converted by ``mlx_vlm.convert -q --mtp`` (the
+    head beside it, as ``Tiny-VL-4bit-mtp``)."""
+    from demo_model.hf_layout import build_vision_checkpoint
+
+    return build_vision_checkpoint(tmp_path_factory.mktemp("vision") / "Tiny-VL-4bit")

@@ -193,6 +193,20 @@ def test_a_model_that_cannot_see_refuses_images_with_the_fix(fake_server):
     assert api(fake_server, "GET", "/health").json()["engine"]["vision"] is False
 
 
+def test_a_chat_with_images_goes_on_text_only_on_a_model_that_cannot_see(fake_server):
+    red = attach(fake_server, picture())
+    with WsClient(fake_server.ws_url) as ws:
+        ws.chat("m1", "Look", images=[red["id"]])
+        fake_server.engine.vision = False  # as after a switch to a model without a vision tower
+        done, _ = ws.chat("m2", "And in words?")
+        assert done["finish_reason"] == "stop"
+        assert [m.images for m in fake_server.engine.turns[-1].messages] == [(), (), ()]
+        ws.send({"type": "regenerate", "id": "r1", "message": done["message"]})
+        assert ws.until("done", id="r1")[0]["finish_reason"] == "stop"
+        ws.send({"type": "chat", "id": "m3", "text": "This one?", "images": [red["id"]]})
+        assert ws.until("error")[0]["code"] == "no_vision"
+
+
 def test_a_race_runs_every_lane_on_the_same_images(fake_server):
     red = attach(fake_server, picture())
     with WsClient(fake_server.ws_url) as ws:

@@ -3,6 +3,9 @@
 ``python -m mlx_vlm.server`` streams ``delta.reasoning_content`` and honours a
 thinking budget, but refuses one when it drafts; ``python -m mlx_lm server``
 streams ``delta.reasoning`` and knows no budget. The budget holds on all three.
+Images go to mlx-vlm's server through the engine: one on a checkpoint that can
+see answers and drafts after the image, one on the tiny checkpoint (a tower
+never trained, no image processor config) fails on them in its own words.
 """
 
 import os
@@ -13,9 +16,14 @@ import time
 import pytest
 import requests
 
+from engines import Answer, Message
+from engines.openai_compat import OpenAICompatEngine
+from engines.sse import IMAGES_HINT
+from tests.support.engine_runs import OPTIONS, run, text, turn
 from tests.support.fake_mtplx import free_port
 from tests.support.harness import end_process
 from tests.support.wsclient import WsClient, texts
+from tests.test_daemon_images import RED, image_turn
 
 pytestmark = pytest.mark.slow
 
@@ -114,3 +122,49 @@ def test_mlx_vlm_server_that_drafts_refuses_the_budget_so_thinking_is_cut(peers,
         stats = done["stats"]
         assert (stats["budget_bound"], stats["thinking_tokens"], stats["answer_tokens"]) == ("cut", 8, 12)
         assert stats["drafted"] > 0  # the answer request's drafting, from the server's timings
+
+
+@pytest.fixture(scope="module")
+def seeing_peer(vision_model, tmp_path_factory):
+    """mlx-vlm's server on a checkpoint that can see, drafting with its MTP head."""
+    peer = Peer(["mlx_vlm.server", "--model", str(vision_model), "--draft-model", f"{vision_model}-mtp",
+                 "--draft-kind", "mtp"],
+                {"APC_DISK_ENABLED": "0", "MLX_VLM_CACHE_HOME": str(tmp_path_factory.mktemp("mlx-vlm-cache"))})
+    try:
+        peer.wait_ready()
+        yield peer
+    finally:
+        peer.stop()
+
+
+def test_mlx_vlm_server_takes_an_image(seeing_peer):
+    engine = OpenAICompatEngine(seeing_peer.url)
+    engine.load(OPTIONS)
+    try:
+        assert engine.info().vision is True
+        options = OPTIONS.updated({"reasoning_budget": 0, "max_tokens": 6})
+        plain, _ = run(engine, turn("What is in the picture?", options))
+        done, events = run(engine, image_turn(Message("user", "What is in the picture?", images=(RED,)),
+                                              options=options))
+        assert done.finish_reason in ("stop", "length") and done.error_code is None, done
+        assert text(events, Answer)
+        # Random weights say nothing of the picture, but its tokens were in the prompt the server counted.
+        assert done.stats["prompt_tokens"] > plain.stats["prompt_tokens"]
+        assert done.stats["prefill_ms"] > 0 and done.stats["drafted"] > 0  # it drafts after the image
+    finally:
+        engine.unload()
+
+
+def test_mlx_vlm_server_on_a_model_that_cannot_see_says_why_in_its_words(peers):
+    engine = OpenAICompatEngine(peers["mlx_vlm"].url)
+    engine.load(OPTIONS)
+    try:
+        options = OPTIONS.updated({"reasoning_budget": 0, "max_tokens": 4})
+        done, events = run(engine, image_turn(options=options))
+        assert (done.finish_reason, done.error_code) == ("error", "server_error")
+        said = done.error_message.split("stopped the reply with an error: ", 1)[1].removesuffix(IMAGES_HINT)
+        assert said.strip(" .") and done.error_message.endswith(IMAGES_HINT)  # the server's words, then the fix
+        assert not text(events, Answer)
+        assert run(engine, turn("hello", options))[0].finish_reason == "length"  # text goes on
+    finally:
+        engine.unload()

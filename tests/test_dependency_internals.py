@@ -95,3 +95,45 @@ def test_httpcore_exposes_what_stop_uses_to_interrupt_a_request():
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def test_mlx_vlm_has_what_images_use(vision_model):
+    """engines/mlx/images.py, qwen35.py and vlm_loop.py: Qwen3-VL's image processor (``num_image_tokens``,
+    ``merge_size``, ``patch_size``, called on a list of images for ``pixel_values`` and ``image_grid_thw``), the
+    model's ``vision_tower`` (None when the tower was left out) and ``config.image_token_id``, the language
+    model's ``get_rope_index``, ``apply_chat_template``'s ``num_images`` with image parts, and ``stream_generate``
+    taking ``pixel_values``, ``image_grid_thw`` and ``cached_image_features`` beside ``input_ids``."""
+    import inspect
+
+    import mlx.core as mx
+    import numpy as np
+    from mlx_vlm import load, stream_generate
+    from mlx_vlm.prompt_utils import apply_chat_template
+    from PIL import Image
+
+    model, processor = load(str(vision_model))[:2]
+    images = processor.image_processor
+    for name in ("num_image_tokens", "merge_size", "patch_size"):
+        assert hasattr(images, name), f"mlx-vlm's Qwen3-VL image processor has no '{name}' any more"
+    out = images([Image.new("RGB", (140, 100))])
+    assert set(out) >= {"pixel_values", "image_grid_thw"}
+    grid = mx.array(out["image_grid_thw"], dtype=mx.int32)
+    tokens = int(np.prod(out["image_grid_thw"][0])) // images.merge_size ** 2
+    assert images.num_image_tokens(100, 140) == tokens
+    assert model.vision_tower is not None and isinstance(model.config.image_token_id, int)
+    assert "grid_thw" in inspect.signature(model.vision_tower.__call__).parameters
+    features = model.vision_tower(mx.array(out["pixel_values"]).astype(mx.bfloat16), grid)[0]
+    assert features.shape[0] == tokens, "the vision tower no longer returns one feature per image token"
+    text = apply_chat_template(processor, {"model_type": "qwen3_5"},
+                               [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "hi"}]}],
+                               num_images=1)
+    assert text.count("<|image_pad|>") == 1
+    ids = processor.tokenizer.encode(text, add_special_tokens=False)
+    pad = model.config.image_token_id
+    ids = [t for token in ids for t in ([token] * tokens if token == pad else [token])]
+    positions, delta = model.language_model.get_rope_index(mx.array([ids]), grid)
+    assert positions.shape == (3, 1, len(ids)) and delta.size == 1
+    chunks = list(stream_generate(model, processor, "", input_ids=mx.array([ids]), max_tokens=2,
+                                  pixel_values=mx.array(out["pixel_values"]), image_grid_thw=grid,
+                                  cached_image_features=features))
+    assert chunks[-1].finish_reason is not None

@@ -108,3 +108,41 @@ def test_a_head_that_disagrees_is_caught(loaded):
         loaded.drafter.fc.weight = fc
     assert tokens == reference  # greedy output never depends on the drafts
     assert sum(accepted[:-1]) < 3 * len(accepted[:-1])
+
+
+@pytest.mark.slow
+def test_a_rig_that_sees_keeps_every_draft_after_an_image(tmp_path):
+    """--vision: the engine sees (a tower and Qwen's processor), an image's tokens are prefilled, and every
+    draft after it is still accepted, with the same greedy text at block 4 as drafter off."""
+    import io
+
+    from PIL import Image as Picture
+
+    from engines import Image, Message, Turn
+    from engines.mlx import MlxEngine
+    from tests.support.engine_runs import OPTIONS, run
+    from webapp.conversations.images import read_image
+
+    rig = build_rig(tmp_path / "rig-vision", vision=True, **SMALL)
+    assert (rig / "preprocessor_config.json").is_file()
+    out = io.BytesIO()
+    Picture.new("RGB", (96, 64), (30, 60, 90)).save(out, format="PNG")
+    found = read_image(out.getvalue())
+    image = Image(found.id, found.sha256, found.mime, found.width, found.height, found.data)
+    engine = MlxEngine(str(rig))
+    engine.load(OPTIONS)
+    try:
+        assert engine.info().vision is True
+        said = {}
+        for block in (1, 4):
+            options = OPTIONS.updated({"reasoning_budget": 0, "max_tokens": 24, "speculative": block > 1,
+                                       "draft_block_size": max(block, 2)})
+            done, events = run(engine, Turn(f"t{block}", f"c{block}", [Message("user", "look", images=(image,))],
+                                            options))
+            said[block] = "".join(getattr(e, "text", "") for e in events)
+            assert done.finish_reason == "length" and done.stats["image_tokens"] == 6  # 96×64 px: 3×2 tokens
+            if block > 1:
+                assert done.stats["acceptance"] == 1.0
+        assert said[4] == said[1]
+    finally:
+        engine.unload()

@@ -15,6 +15,7 @@ class ConversationCache:
     state: Any = field(default=None)  # mlx_vlm PromptCacheState: the KV cache and the ids it holds
     decode: Any = field(default=None)  # specchat's own loop: a DecodeState
     ids: list[int] = field(default_factory=list)  # every token of the conversation so far
+    images: tuple[str, ...] = ()  # the content (sha256) of the images whose placeholders ``ids`` hold, in order
     messages: int = 0  # messages (user + assistant) the ids cover
     closed: bool = True  # the ids end with an end-of-turn token
 

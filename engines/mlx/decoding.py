@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .sampling import Sampling, probabilities, sample
-from .stepper import DrafterCaches, DrafterStepper, TargetCaches, TargetStepper
+from .stepper import DrafterCaches, DrafterStepper, ImageFeed, TargetCaches, TargetStepper
 
 __all__ = ["Decoder", "DecodeState", "Sampling", "Step", "probabilities", "sample"]  # the tests draw from here too
 
@@ -30,12 +30,14 @@ class DecodeState:
     target: TargetCaches
     drafter: DrafterCaches | None
     ids: list[int] = field(default_factory=list)  # tokens in the target cache (len == target.offset)
+    images: tuple[str, ...] = ()  # the content (sha256) of the images whose placeholders ``ids`` hold, in order
 
     def nbytes(self) -> int:
         return self.target.nbytes() + (self.drafter.nbytes() if self.drafter else 0)
 
     def snapshot(self) -> "DecodeState":
-        return DecodeState(self.target.snapshot(), self.drafter.snapshot() if self.drafter else None, list(self.ids))
+        return DecodeState(self.target.snapshot(), self.drafter.snapshot() if self.drafter else None, list(self.ids),
+                           self.images)
 
 
 @dataclass
@@ -57,13 +59,15 @@ class Decoder:
 
         self.target = TargetStepper(qwen35.body(model))
         self.drafter = DrafterStepper(qwen35.mtp_head(drafter), self.target) if drafter is not None else None
+        self.vision = qwen35.vision(model)  # None without a vision tower
 
     def new_state(self) -> DecodeState:
         return DecodeState(self.target.new_caches(), self.drafter.new_caches() if self.drafter else None)
 
     def feed(self, state: DecodeState, ids: list[int], chunk: int, sampling: Sampling,
-             cancelled: Callable[[], bool] = lambda: False):
+             cancelled: Callable[[], bool] = lambda: False, images: ImageFeed | None = None):
         """Feed the prompt ``ids`` (extending ``state.ids``) and return the first token (1, 1), lazily.
+        ``images``: the new ids hold image placeholders, fed as ``images`` says (``image_feed``).
 
         None when cancelled between prefill chunks.
         """
@@ -72,7 +76,7 @@ class Decoder:
         if ids[: len(state.ids)] != state.ids or len(ids) <= len(state.ids):
             raise ValueError("the prompt must extend the ids the cache holds")
         new = ids[len(state.ids):]
-        hidden = self.target.prefill(state.target, new, chunk, cancelled)
+        hidden = self.target.prefill(state.target, new, chunk, cancelled, images)
         if hidden is None:
             return None
         state.ids = list(ids)
@@ -86,6 +90,24 @@ class Decoder:
             pairs = mx.concatenate([mx.array([new[1:]], dtype=mx.int32), first], axis=1)
             self.drafter.accept(state.drafter, 0, pairs[:, -hidden.shape[1]:], hidden, sampling)
         return first
+
+    def image_feed(self, ids: list[int], start: int, features, grid_thw) -> ImageFeed:
+        """How ``ids[start:]`` is fed when it holds image placeholders: ``features`` (the vision tower's, for
+        the placeholders from ``start`` on) in place of their embeddings, at the M-RoPE positions mlx-vlm's
+        model gives the whole prompt (``grid_thw``: every image of ``ids``)."""
+        import mlx.core as mx
+
+        placeholders = ids[start:].count(self.vision.image_token)
+        if features.shape[0] != placeholders:
+            raise ValueError(f"{features.shape[0]} image features for {placeholders} placeholders")
+        new = mx.array([ids[start:]], dtype=mx.int32)
+        embeds = self.target.body.embed(new)
+        # The placeholders take the features in order, as mlx-vlm's masked scatter places them.
+        placeholder = new[0] == self.vision.image_token
+        order = mx.maximum(mx.cumsum(placeholder.astype(mx.int32)) - 1, 0)
+        embeds = mx.where(placeholder[None, :, None], features.astype(embeds.dtype)[order][None], embeds)
+        positions, delta = self.vision.rope_index(mx.array([ids], dtype=mx.int32), grid_thw)
+        return ImageFeed(embeds, positions[:, :, start:].astype(mx.int32), int(delta.reshape(-1)[0].item()))
 
     def warm_up(self, state: DecodeState, ids: list[int], block: int) -> None:
         """Feed ``ids`` into ``state``, then compile the steps a reply at ``block`` uses (on a copy)."""

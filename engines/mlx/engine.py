@@ -15,6 +15,7 @@ from ..options import GenerationOptions
 from .conversations import ConversationCache, ConversationCaches
 from .drafter_search import DrafterSearch
 from .generation import TurnGeneration
+from .images import TurnImages, shas, vision_note
 from .loading import LoadedModel, load_drafter, load_model
 from .model_thread import model_thread
 from .own_loop import OwnLoop, PrefixSnapshot
@@ -50,6 +51,7 @@ class MlxEngine(Engine):
         self._sizing_lock = threading.Lock()
         self._loop_note: str | None = None  # the own loop could not run on this mlx-vlm: why, for the presenter
         self._verify_ratio: float | None = None  # quantized body on a CPU: a 4-row product / a 1-row one
+        self._vision_note: str | None = None  # why the loaded model cannot see; None when it can
         self._apc = None
         self._apc_entries: int | None = None
         self._primed_system: str | None = None
@@ -79,6 +81,8 @@ class MlxEngine(Engine):
             examples=self._examples if loaded else (),
             decode_loop_reason=self._no_own_loop if loaded else None,
             quantized_verify_ratio=self._verify_ratio if loaded else None,
+            vision=loaded is not None and self._vision_note is None,
+            vision_note=self._vision_note if loaded else None,
         )
 
     def load(self, options: GenerationOptions) -> None:
@@ -96,8 +100,9 @@ class MlxEngine(Engine):
                 search = replace(self.drafters or DrafterSearch(),
                                  report=lambda step: self._set_state("loading", step, 0.6))
                 load_drafter(loaded, self.drafter_spec, search)
-            prompts = PromptBuilder(loaded)
-            sizing = PromptBuilder(copy_tokenizer(loaded))
+            note = vision_note(loaded)
+            prompts = PromptBuilder(loaded, vision=note is None)
+            sizing = PromptBuilder(copy_tokenizer(loaded), vision=note is None)
             self._examples = read_examples(loaded.path)
             decoder, stop_ids, no_own_loop, loop_note = _own_decoder(loaded, prompts)
             if loop_note:
@@ -112,6 +117,7 @@ class MlxEngine(Engine):
                 self._decoder, self._stop_ids, self._no_own_loop = decoder, stop_ids, no_own_loop
                 self._loop_note = " ".join(note for note in (loop_note, verify_note) if note) or None
                 self._verify_ratio = ratio
+                self._vision_note = note
             self._set_state("loading", "warming up", 0.8)
             self._prepare(options)
             self._set_state("ready", "")
@@ -182,6 +188,7 @@ class MlxEngine(Engine):
         status = self._status
         if self._loaded is None or status.state != "ready":
             raise EngineNotReady(f"The model is not ready ({status.state}: {status.message}). Wait for it to load.")
+        super()._check_startable(turn)  # a turn with images on a model that cannot see
 
     def _stream(self, turn: Turn) -> Iterator[Event]:
         events: queue.SimpleQueue[Event] = queue.SimpleQueue()
@@ -206,8 +213,10 @@ class MlxEngine(Engine):
             entry, input_ids = self._turn_input(turn)
             self._check_context(len(input_ids))
             loop = self._loop(turn)
-            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, loop)
+            images = self._turn_images(turn)
+            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, loop, images)
             done = generation.run(input_ids)
+            entry.images = images.shas
             if generation.cache_stale:
                 self._conversations.drop(cid)  # the library's cache moved past the stored ids
             else:
@@ -255,8 +264,9 @@ class MlxEngine(Engine):
                           on: Message) -> float | None:
         """One forward of the target over the prompt and the replies' common tokens, on the model thread (the
         replies' text encoded again, which gives the tokens the model chose where it writes its tokenizer's
-        own encoding). None without the own loop's target, for replies alike, or if it fails."""
-        if self._decoder is None or self._prompts is None:
+        own encoding). None without the own loop's target, for replies alike, with images (the forward here
+        is the text's only), or if it fails."""
+        if self._decoder is None or self._prompts is None or self._prompts.images_of(messages):
             return None
         try:
             return self._thread.submit(self._margin, messages, options, off, on).result()
@@ -295,20 +305,34 @@ class MlxEngine(Engine):
             return f"the drafter is not an MTP head ({self._loaded.drafter_kind}): mlx-vlm's loop runs it"
         return None
 
+    def _turn_images(self, turn: Turn) -> TurnImages:
+        """The images ``turn``'s prompt holds, in order, with their placeholder counts."""
+        prompts = self._prompts
+        images = prompts.images_of(turn.messages)
+        return TurnImages(images, tuple(prompts.images.token_count(image) for image in images), prompts.image_token,
+                          prompts.images)
+
     def _turn_input(self, turn: Turn) -> tuple[ConversationCache, list[int]]:
+        """The conversation's cache entry and the prompt's ids: the cached ids extended by the new turn when
+        the entry holds this conversation's earlier messages, their images by content too, else a fresh
+        render (with a new entry)."""
         from mlx_vlm.generate import PromptCacheState
 
         options, messages = turn.options, turn.messages
         thinking = options.reasoning_budget > 0
         entry = self._conversations.get(turn.conversation_id)
         usable = entry is not None and entry.system_prompt == options.system_prompt and entry.ids
+        if usable:  # images of one size are the same ids: the entry must hold these very images
+            seen = messages if turn.continued else messages[:-1]
+            usable = entry.images == shas(self._prompts.images_of(seen))
         if turn.continued:
             if usable and entry.messages == len(messages) and not entry.closed:
                 return entry, entry.ids  # the reply's own tokens, not a re-encoding of its text
             entry = ConversationCache(options.system_prompt, PromptCacheState())
             return entry, self._prompts.continuation_ids(options.system_prompt, messages, thinking)
         if usable and entry.messages == len(messages) - 1:
-            ids = self._prompts.next_turn_ids(entry.ids, entry.closed, messages[-1].content, thinking)
+            ids = self._prompts.next_turn_ids(entry.ids, entry.closed, messages[-1].content, thinking,
+                                              self._prompts.images_of(messages[-1:]))
             limit = self._context_limit()
             if limit is None or len(ids) < limit:
                 return entry, ids

@@ -20,6 +20,7 @@ from ..events import Done, Event, Stats
 from ..stats import StatsMeter
 from ..thinking import ThinkSplitter
 from .conversations import ConversationCache
+from .images import TurnImages
 from .loading import LoadedModel
 from .prompts import PromptBuilder
 
@@ -33,6 +34,7 @@ class TurnGeneration:
         turn: Turn,
         emit: Callable[[Event], None],
         loop,
+        images: TurnImages,
     ):
         self.loaded = loaded
         self.prompts = prompts
@@ -42,6 +44,7 @@ class TurnGeneration:
         self.emit = emit
         self.deltas = DeltaBatch(emit)
         self.loop = loop
+        self.images = images  # the images the prompt holds, in order
         self.thinking = self.options.reasoning_budget > 0  # this reply starts in its thinking phase
         self.budget = self.options.reasoning_budget
         if turn.continued:  # an unfinished reply goes on where it stopped, its thinking counted
@@ -51,6 +54,7 @@ class TurnGeneration:
         self.splitter = ThinkSplitter(thinking=self.thinking)
         self.meter = StatsMeter()
         self.meter.ran_on(loop.name, loop.reason)
+        self.meter.image_tokens = images.tokens
         self.speculative = self.options.speculative and loaded.drafter is not None
         self.rounds: list[tuple[int, int]] = []  # (accepted, drafted) per verify round, all phases
         self._held_rounds: tuple[int, ...] = ()  # rounds whose text the splitter still holds

@@ -7,9 +7,11 @@ conversation starts from the system prompt's snapshot when it matches.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 from .decoding import Decoder, DecodeState
+from .images import TurnImages
 from .sampling import Sampling
 
 
@@ -20,8 +22,8 @@ class PrefixSnapshot:
     ids: list[int]
     state: DecodeState
 
-    def start(self, ids: list[int]) -> DecodeState | None:
-        if len(ids) > len(self.ids) and ids[: len(self.ids)] == self.ids:
+    def start(self, ids: list[int], images: TurnImages) -> DecodeState | None:
+        if len(ids) > len(self.ids) and ids[: len(self.ids)] == self.ids and images.fits(self.ids, self.state.images):
             return self.state.snapshot()
         return None
 
@@ -36,20 +38,27 @@ class OwnLoop:
         self.prefix = prefix
 
     def phase(self, gen, input_ids: list[int], max_tokens: int) -> str:
+        import mlx.core as mx
         from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 
-        options, conversation = gen.options, gen.conversation
-        state = self._state_for(conversation.decode, input_ids)
-        if gen.first_phase:
-            gen.first_phase = False
+        options, conversation, images = gen.options, gen.conversation, gen.images
+        state = self._state_for(conversation.decode, input_ids, images)
+        first_phase, gen.first_phase = gen.first_phase, False
+        if first_phase:
             gen.meter.cached_tokens = len(state.ids)
         sampling = Sampling(options.temperature, options.top_p)
         conversation.decode = None  # until the feed completes, the cache matches no ids
+        feed = self._image_feed(gen, state, input_ids)
+        started = time.perf_counter()
         first = self.decoder.feed(state, input_ids, options.prefill_step_size, sampling,
-                                  cancelled=lambda: gen.cancelled)
+                                  cancelled=lambda: gen.cancelled, images=feed)
         if first is None:
             gen.cache_stale = True  # the conversation's ids now lack this turn
             return "cancelled"
+        mx.eval(first)
+        if first_phase:
+            gen.meter.prefill_ms = round((time.perf_counter() - started) * 1000.0, 1)
+        state.images = images.shas
         conversation.decode = state
         detokenizer = make_streaming_detokenizer(gen.loaded.processor)
         generated: list[int] = []
@@ -92,9 +101,27 @@ class OwnLoop:
     def live_rounds(self, gen) -> list[tuple[int, int]]:
         return []  # each round is added to ``gen.rounds`` as it ends
 
-    def _state_for(self, state: DecodeState | None, ids: list[int]) -> DecodeState:
-        """The conversation's state if ``ids`` extend it, else the prefix snapshot's, else a new one."""
-        if state is not None and len(ids) > len(state.ids) and ids[: len(state.ids)] == state.ids:
+    def _image_feed(self, gen, state: DecodeState, ids: list[int]):
+        """The vision tower's features for the images past ``state`` and the M-RoPE positions they are fed at;
+        None when the new ids hold no image (its time, the processor's and the tower's, is ``vision_ms``)."""
+        import mlx.core as mx
+
+        images = gen.images
+        new = images.after(state.ids)
+        if not new:
+            return None
+        started = time.perf_counter()
+        pixels, grids = images.processing.inputs(new)
+        features = self.decoder.vision.encode(pixels, grids)
+        mx.eval(features)
+        gen.meter.vision_ms = round((time.perf_counter() - started) * 1000.0, 1)
+        return self.decoder.image_feed(ids, len(state.ids), features, images.processing.grids(images.images))
+
+    def _state_for(self, state: DecodeState | None, ids: list[int], images: TurnImages) -> DecodeState:
+        """The conversation's state if ``ids`` extend it with the same images, else the prefix snapshot's,
+        else a new one. Ids alone do not tell images of one size apart: their content does."""
+        if (state is not None and len(ids) > len(state.ids) and ids[: len(state.ids)] == state.ids
+                and images.fits(state.ids, state.images)):
             return state
-        started = self.prefix.start(ids) if self.prefix is not None else None
+        started = self.prefix.start(ids, images) if self.prefix is not None else None
         return started or self.decoder.new_state()

@@ -89,3 +89,12 @@ class MtpHead:
     hidden_norm: Callable
     layers: tuple[Layer, ...]
     norm: Callable
+
+
+@dataclass(frozen=True, eq=False)
+class Vision:
+    """What the own loop needs to feed images: the model's own vision tower and M-RoPE position rule."""
+
+    encode: Callable  # (pixel values, grid_thw (n, 3)) -> features (placeholder tokens, D), in image order
+    rope_index: Callable  # (ids (1, L), grid_thw of every image in ids) -> (positions (3, 1, L), rope delta (1, 1))
+    image_token: int  # the placeholder id each feature replaces

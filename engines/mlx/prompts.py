@@ -11,7 +11,8 @@ from __future__ import annotations
 import copy
 from dataclasses import replace
 
-from ..base import Message
+from ..base import Image, Message
+from .images import ImageProcessing, expand_placeholders, prompt_images
 from .loading import LoadedModel
 
 THINK_CLOSE = "\n</think>\n\n"
@@ -25,8 +26,11 @@ def copy_tokenizer(loaded: LoadedModel) -> LoadedModel:
 
 
 class PromptBuilder:
-    def __init__(self, loaded: LoadedModel):
+    def __init__(self, loaded: LoadedModel, vision: bool = False):
+        """``vision``: the model can see, so messages' images are rendered (else they are left out, and a
+        turn that has any is refused before its prompt is built)."""
         self._loaded = loaded
+        self.vision = vision
         tok = loaded.tokenizer
         self.eos_text = tok.eos_token or "<|im_end|>"
         self.eos_id = tok.convert_tokens_to_ids(self.eos_text)
@@ -34,6 +38,8 @@ class PromptBuilder:
         # What the template writes between one turn's end token and the next turn.
         sample = self.render([Message("user", "x"), Message("assistant", "y")], generation_prompt=False)
         self.separator_ids = self.encode(sample.rsplit(self.eos_text, 1)[1])
+        self.images = ImageProcessing(loaded.processor)
+        self.image_token = loaded.config.get("image_token_id")
 
     def encode(self, text: str) -> list[int]:
         return list(self._loaded.tokenizer.encode(text, add_special_tokens=False))
@@ -44,6 +50,8 @@ class PromptBuilder:
         payload = []
         for m in messages:
             item = {"role": m.role, "content": m.content}
+            if m.images and self.vision:  # the image parts first, as Qwen3-VL's prompts put them
+                item["content"] = [*({"type": "image"} for _ in m.images), {"type": "text", "text": m.content}]
             if m.reasoning:
                 item["reasoning_content"] = m.reasoning
             payload.append(item)
@@ -53,12 +61,25 @@ class PromptBuilder:
             payload,
             add_generation_prompt=generation_prompt,
             enable_thinking=thinking,
+            num_images=len(self.images_of(messages)),
         )
+
+    def images_of(self, messages: list[Message]) -> tuple[Image, ...]:
+        """The images the prompt for ``messages`` holds, in order (none when the model cannot see)."""
+        return prompt_images(messages) if self.vision else ()
+
+    def encode_with_images(self, text: str, messages: list[Message]) -> list[int]:
+        """``text`` (``messages`` rendered) as ids, each image's placeholder repeated for its tokens."""
+        ids = self.encode(text)
+        images = self.images_of(messages)
+        if not images:
+            return ids
+        return expand_placeholders(ids, self.image_token, [self.images.token_count(image) for image in images])
 
     def conversation_ids(self, system_prompt: str, messages: list[Message], thinking: bool) -> list[int]:
         """The whole conversation rendered by the model's own chat template."""
         head = [Message("system", system_prompt)] if system_prompt else []
-        return self.encode(self.render(head + list(messages), thinking=thinking))
+        return self.encode_with_images(self.render(head + list(messages), thinking=thinking), list(messages))
 
     def continuation_ids(self, system_prompt: str, messages: list[Message], thinking: bool) -> list[int]:
         """The conversation up to an unfinished reply (the last message), and the reply so far."""
@@ -71,9 +92,11 @@ class PromptBuilder:
                 text = said.reasoning.rstrip("\n") + THINK_CLOSE + said.content.lstrip("\n")
         return head + self.encode(text)
 
-    def next_turn_ids(self, previous: list[int], closed: bool, user_text: str, thinking: bool) -> list[int]:
-        """``previous`` (the ids the model has seen) extended by a new user turn."""
-        turn = self.encode(self.render([Message("user", user_text)], thinking=thinking))
+    def next_turn_ids(self, previous: list[int], closed: bool, user_text: str, thinking: bool,
+                      images: tuple[Image, ...] = ()) -> list[int]:
+        """``previous`` (the ids the model has seen) extended by a new user turn and its ``images``."""
+        message = Message("user", user_text, images=images)
+        turn = self.encode_with_images(self.render([message], thinking=thinking), [message])
         return previous + ([] if closed else [self.eos_id]) + self.separator_ids + turn
 
     def system_prefix_ids(self, system_prompt: str) -> list[int]:

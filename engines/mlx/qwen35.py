@@ -25,7 +25,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 
 from .linear import FeedForward, Group, Linear, row_count
-from .parts import Attention, Body, GatedDelta, Layer, MtpHead, Rotary
+from .parts import Attention, Body, GatedDelta, Layer, MtpHead, Rotary, Vision
 from .quantized_skinny import MAX_ROWS
 
 READ_FROM = "0.7.10"  # the mlx-vlm release these internals were read from (pyproject.toml pins it)
@@ -49,6 +49,8 @@ ATTENTION = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm", "rotary
 ROTARY = ("apply_rotary", "dim")
 DECODER_LAYER = ("is_linear", "input_layernorm", "post_attention_layernorm", "mlp")
 LANGUAGE_MODEL = ("args", "model", "speculative_logits_from_hidden")
+VISION = ("vision_tower", "config")  # on the model: the tower (None when its weights were left out) and config
+VISION_LANGUAGE_MODEL = ("get_rope_index",)  # the M-RoPE rule: image tokens' 3-D positions, the rope delta
 MTP_HEAD = ("layers", "fc", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm", "_forward_hidden")
 
 
@@ -205,6 +207,24 @@ def body(model) -> Body:
                                                        enumerate(inner.layers)),
                 norm=inner.norm, head=Linear.of(output, call=lm.speculative_logits_from_hidden),
                 dtype=activation_dtype(lm), embed_scale=float(getattr(inner, "embed_scale", 1.0)))
+
+
+def vision(model) -> Vision | None:
+    """The model's vision tower and position rule, as mlx-vlm's Qwen 3.5 prefill calls them
+    (``get_input_embeddings``); None for a model without a tower."""
+    tower = getattr(model, "vision_tower", None)
+    if tower is None:
+        return None
+    _members(model, VISION, "the model")
+    lm = model.language_model
+    _members(lm, VISION_LANGUAGE_MODEL, "the language model")
+    dtype = tower.patch_embed.proj.weight.dtype
+
+    def encode(pixel_values, grid_thw):
+        return tower(pixel_values.astype(dtype), grid_thw)[0]
+
+    return Vision(encode=encode, rope_index=lambda ids, grid_thw: lm.get_rope_index(ids, grid_thw),
+                  image_token=int(model.config.image_token_id))
 
 
 def mtp_head(drafter) -> MtpHead:

@@ -39,10 +39,14 @@ class TargetCaches:
     offset: int
     capacity: int
     layers: list[tuple[Any, Any]]  # attention: (keys, values) buffers; linear: (conv, ssm) state
+    # Text fed from now on is rotated at its slot plus this: after an image, M-RoPE positions run behind
+    # the slots (an image's tokens span only its grid's longest side), by the model's rope delta.
+    shift: int = 0
 
     def snapshot(self) -> "TargetCaches":
         """A copy that later steps leave alone: arrays are values, so the first write copies."""
-        return TargetCaches(self.offset, self.capacity, None if self.layers is None else list(self.layers))
+        return TargetCaches(self.offset, self.capacity, None if self.layers is None else list(self.layers),
+                            self.shift)
 
     def nbytes(self) -> int:
         return sum(a.nbytes + b.nbytes for a, b in self.layers)
@@ -73,6 +77,15 @@ class DrafterCaches:
 
 
 @dataclass
+class ImageFeed:
+    """What a prompt part holding image placeholders is fed as."""
+
+    embeds: Any  # (1, n, D): the tokens' embeddings, the vision tower's features at the placeholders
+    positions: Any  # (3, 1, n): M-RoPE positions (time, height, width), the same in every row for text
+    shift: int  # after the part, text is rotated at its slot plus this (the model's rope delta)
+
+
+@dataclass
 class VerifyResult:
     hidden: Any  # (1, L, D) final-norm hidden states
     tokens: Any  # (1, L) greedy targets, or None when sampling
@@ -85,10 +98,11 @@ def _attention_mask(positions, capacity: int):
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
 
 
-def _rotate(rotary: Rotary, queries, keys, positions, position_ids):
-    """Rotary embedding of ``queries`` and ``keys`` (heads first) at ``positions``, consecutive."""
+def _rotate(rotary: Rotary, queries, keys, positions, position_ids, mrope: bool = False):
+    """Rotary embedding of ``queries`` and ``keys`` (heads first) at ``positions``, consecutive; ``mrope``:
+    at ``position_ids`` (3, 1, L), whose rows differ (an image's tokens), through the model's own MRoPE."""
     mx = _mx()
-    if rotary.periods is None:
+    if rotary.periods is None or mrope:
         return rotary.apply(queries, keys, position_ids, unsqueeze_dim=1)
     start = positions[0, 0]
     return tuple(mx.fast.rope(t, rotary.dims, traditional=False, base=None, scale=1.0, offset=start,
@@ -96,8 +110,11 @@ def _rotate(rotary: Rotary, queries, keys, positions, position_ids):
 
 
 def _attend(attn: Attention, x, positions, position_ids, keys_buf, values_buf, mask,
-            visible: int | None = None, keep: int | None = None):
+            visible: int | None = None, keep: int | None = None, mrope: bool = False):
     """One Qwen 3.5 attention block over a buffer; returns (output, keys, values).
+
+    ``positions`` are the buffer slots written, ``position_ids`` the rotary positions ((3, 1, L) for the
+    target, whose first row is a text run's positions; the slots for the MTP head).
 
     ``visible`` (a prompt's chunk, run uncompiled): attend causally over the buffer's first
     ``visible`` positions only, instead of masking the whole buffer; ``keep``: only the last
@@ -111,7 +128,8 @@ def _attend(attn: Attention, x, positions, position_ids, keys_buf, values_buf, m
     queries = attn.q_norm(queries).transpose(0, 2, 1, 3)
     keys = attn.k_norm(k_out.reshape(B, L, attn.kv_heads, -1)).transpose(0, 2, 1, 3)
     values = v_out.reshape(B, L, attn.kv_heads, -1).transpose(0, 2, 1, 3)
-    queries, keys = _rotate(attn.rotary, queries, keys, positions, position_ids)
+    text = position_ids[0] if position_ids.ndim == 3 else position_ids
+    queries, keys = _rotate(attn.rotary, queries, keys, text, position_ids, mrope)
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
     values_buf = mx.slice_update(values_buf, values.astype(values_buf.dtype), at, axes=(2,))
@@ -215,13 +233,16 @@ class TargetStepper:
                 grown.append((mx.pad(a, pad), mx.pad(b, pad)))
         caches.layers, caches.capacity = grown, capacity
 
-    def _forward(self, tokens, positions, layers, *, with_states: bool, greedy: bool, capacity: int,
-                 visible: int | None = None, keep: int | None = None):
-        """``visible`` set: a prompt chunk (no logits; attention over the filled positions only), whose
-        hidden states are computed for the last ``keep`` positions only."""
+    def _forward(self, tokens, positions, rope, layers, *, with_states: bool, greedy: bool, capacity: int,
+                 visible: int | None = None, keep: int | None = None, embeds=None):
+        """``positions``: the slots written; ``rope``: the rotary positions, (1, L) for text, (3, 1, L) for a
+        chunk with image tokens (whose ``embeds`` replace the tokens' embeddings). ``visible`` set: a prompt
+        chunk (no logits; attention over the filled positions only), whose hidden states are computed for
+        the last ``keep`` positions only."""
         mx = _mx()
-        h = self.body.embed(tokens)
-        position_ids = mx.broadcast_to(positions[None], (3, *positions.shape))
+        h = self.body.embed(tokens) if embeds is None else embeds
+        mrope = rope.ndim == 3
+        position_ids = rope if mrope else mx.broadcast_to(rope[None], (3, *rope.shape))
         mask = None if visible is not None else _attention_mask(positions, capacity)
         out_layers = []
         last = len(self.layers) - 1
@@ -231,7 +252,7 @@ class TargetStepper:
             if layer.is_linear:
                 r, a, b = _gated_delta(layer.mixer, x, a, b, with_states)
             else:
-                r, a, b = _attend(layer.mixer, x, positions, position_ids, a, b, mask, visible, tail)
+                r, a, b = _attend(layer.mixer, x, positions, position_ids, a, b, mask, visible, tail, mrope)
             out_layers.append((a, b))
             if tail is not None:
                 h, r = h[:, -tail:], r[:, -tail:]
@@ -251,8 +272,8 @@ class TargetStepper:
         if fn is None:
             mx = _mx()
 
-            def step(tokens, positions, layers):
-                return self._forward(tokens, positions, layers, with_states=with_states, greedy=greedy,
+            def step(tokens, positions, rope, layers):
+                return self._forward(tokens, positions, rope, layers, with_states=with_states, greedy=greedy,
                                      capacity=capacity)
 
             fn = self._compiled[key] = mx.compile(step)
@@ -265,7 +286,7 @@ class TargetStepper:
         self.reserve(caches, caches.offset + length)
         positions = (mx.arange(length, dtype=mx.int32) + caches.offset)[None]
         fn = self._function(length, caches.capacity, True, greedy)
-        hidden, out, layers = fn(tokens, positions, caches.layers)
+        hidden, out, layers = fn(tokens, positions, positions + caches.shift, caches.layers)
         # ``commit`` takes the new state from the result. Dropping the old arrays now lets the
         # buffers be written in place when the step runs, instead of copied.
         caches.layers = None
@@ -282,9 +303,11 @@ class TargetStepper:
         caches.layers = layers
         caches.offset += kept
 
-    def prefill(self, caches: TargetCaches, ids: list[int], chunk: int, cancelled=lambda: False):
+    def prefill(self, caches: TargetCaches, ids: list[int], chunk: int, cancelled=lambda: False,
+                images: ImageFeed | None = None):
         """Feed ``ids``; returns the hidden states of the last fed positions (1, n, D), n ≤ ``TAIL``
         (what the MTP head is primed with; the last one gives the first token), or None if cancelled.
+        ``images``: ``ids`` hold image placeholders, fed as the vision tower's features at M-RoPE positions.
 
         Only the caches and that tail are computed: the last layer's feed-forward over the rest of a
         long chunk feeds nothing (it was 40% of a tiny model's prefill)."""
@@ -298,12 +321,18 @@ class TargetStepper:
             length = part.shape[1]
             positions = (mx.arange(length, dtype=mx.int32) + caches.offset)[None]
             sequential = length <= SEQUENTIAL_FEED
-            if length <= SHORT_FEED:
+            if images is not None:  # the image's embeddings and positions: a graph of its own, not compiled
+                hidden, _, layers = self._forward(part, positions, images.positions[:, :, start : start + length],
+                                                  caches.layers, with_states=sequential, greedy=True,
+                                                  capacity=caches.capacity, visible=caches.offset + length,
+                                                  keep=min(TAIL, length),
+                                                  embeds=images.embeds[:, start : start + length])
+            elif length <= SHORT_FEED:
                 hidden, _, layers = self._function(length, caches.capacity, True, True)(
-                    part, positions, caches.layers)
+                    part, positions, positions + caches.shift, caches.layers)
             else:  # prompt lengths vary: compiling each would cost more than it saves
-                hidden, _, layers = self._forward(part, positions, caches.layers, with_states=sequential,
-                                                  greedy=True, capacity=caches.capacity,
+                hidden, _, layers = self._forward(part, positions, positions + caches.shift, caches.layers,
+                                                  with_states=sequential, greedy=True, capacity=caches.capacity,
                                                   visible=caches.offset + length, keep=min(TAIL, length))
             caches.layers = [
                 (a[:, -self.conv_width :], b[:, -1] if sequential else b) if layer.is_linear else (a, b)
@@ -314,6 +343,8 @@ class TargetStepper:
             whole = hidden.shape[1] == length
             tail = hidden if tail is None or not whole else mx.concatenate([tail, hidden], axis=1)[:, -TAIL:]
             mx.eval(tail, caches.layers)
+        if images is not None:
+            caches.shift = images.shift
         return tail
 
 

@@ -6,6 +6,9 @@ Kept for comparison with specchat's loop and for drafters it does not run
 
 from __future__ import annotations
 
+import time
+
+from . import qwen35
 from .qwen35 import cached_ids, cached_positions, drafter_rounds, keep_cached_ids
 
 
@@ -32,11 +35,15 @@ class VlmLoop:
         }
         if self.apc_manager is not None:
             kwargs["apc_manager"] = self.apc_manager
+        if gen.images.images:
+            kwargs.update(self._image_inputs(gen, input_ids))
         if gen.speculative:
             kwargs.update(draft_model=loaded.drafter, draft_kind=loaded.drafter_kind,
                           draft_block_size=options.draft_block_size)
         from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 
+        first_phase = gen.first_phase
+        started = time.perf_counter()
         stream = stream_generate(loaded.model, loaded.processor, "", **kwargs)
         # Text comes from our own detokenizer, so a reply cut short here still gets its last token's text.
         detokenizer = make_streaming_detokenizer(loaded.processor)
@@ -50,16 +57,23 @@ class VlmLoop:
                 if gen.first_phase:
                     gen.first_phase = False
                     gen.meter.cached_tokens = int(chunk.cached_tokens or 0)
+                    if first_phase:  # the library's prefill and first token are one step here
+                        gen.meter.prefill_ms = round((time.perf_counter() - started) * 1000.0, 1)
                 if chunk.finish_reason is not None:
                     # The final chunk repeats the last token. The loop runs on: after it the
                     # library stores the prompt cache.
                     finish = chunk.finish_reason
                     continue
+                if gen.answer_full:  # a token past the answer's limit
+                    gen.cache_stale = True
+                    return "length"
                 thinking = gen.splitter.thinking
                 detokenizer.add_token(chunk.token)
                 gen.deliver(detokenizer.last_segment)
                 gen.counted(thinking)
-                if gen.answer_full:
+                if gen.answer_full and chunk.generation_tokens < max_tokens:
+                    # Cut inside the library's run, whose cache then moves past the stored ids. At its own
+                    # limit it ends here too, and stores the cache, which the next turn reuses.
                     gen.cache_stale = True
                     return "length"
             if not self._reconcile_cache(gen.conversation):
@@ -72,6 +86,25 @@ class VlmLoop:
             # The drafter's per-round lists start afresh with the next phase.
             gen.rounds += self.live_rounds(gen)
             self._live = False
+
+    @staticmethod
+    def _image_inputs(gen, input_ids: list[int]) -> dict:
+        """The prompt's images as ``stream_generate`` takes them: every image's pixels and grid (its prefix
+        cache keys entries by the pixels' content, and positions text after an image by the grids), and the
+        vision tower's features computed here, timed, unless the conversation's cache holds every image."""
+        import mlx.core as mx
+
+        images = gen.images
+        started = time.perf_counter()
+        pixels, grids = images.processing.inputs(images.images)
+        inputs = {"pixel_values": pixels, "image_grid_thw": grids}
+        held = cached_ids(gen.conversation.state)
+        if held == input_ids[: len(held)] and images.held(held) == len(images.images):
+            return inputs
+        features = qwen35.vision(gen.loaded.model).encode(pixels, grids)
+        mx.eval(features)
+        gen.meter.vision_ms = round((time.perf_counter() - started) * 1000.0, 1)
+        return inputs | {"cached_image_features": features}
 
     def live_rounds(self, gen) -> list[tuple[int, int]]:
         if not (gen.speculative and self._live):

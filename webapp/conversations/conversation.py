@@ -14,7 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, Turn, guarded
@@ -81,6 +81,13 @@ def as_message(stored: dict, images: Mapping[str, Image]) -> Message:
     """A stored message as the engine gets it; ``images`` holds (at least) its images by id."""
     return Message(stored["role"], stored["content"], stored["thinking"],
                    tuple(images[id] for id in stored.get("images") or ()))
+
+
+def seen_blind(messages: list[Message]) -> list[Message]:
+    """The conversation as a model that cannot see gets it: earlier turns' images left out (their text stays, so
+    a chat goes on after a switch to such a model); the message it answers keeps its own, which it refuses."""
+    last = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    return [m if i == last or not m.images else replace(m, images=()) for i, m in enumerate(messages)]
 
 
 def stored_images(store: Store, ids: list[str]) -> dict[str, Image]:
@@ -203,7 +210,10 @@ class Conversation:
                continued: bool = False) -> tuple[list[Message], Window]:
         """The branch ending at ``leaf`` (then ``said``) as the engine gets it, cut to what its context holds."""
         stored = said_by_engine(self._store.branch(self.id, leaf)) + ([said] if said else [])
-        return fit(self._engine(), self._as_messages(stored), [m["id"] for m in stored], options,
+        messages = self._as_messages(stored)
+        if not self._engine().info().vision:
+            messages = seen_blind(messages)
+        return fit(self._engine(), messages, [m["id"] for m in stored], options,
                    continued, self.window)
 
     def new_engine_id(self) -> None:
