@@ -2,7 +2,8 @@
 accepted, ``python -m demo_model.rig --vision``) answers one prompt with a 1024×1024 image and without it, drafter
 off and at each block, all interleaved through the MLX engine. Per mode: the vision tower's time, the prefill,
 the decode rates and each block's speed-up (median of per-run ratios, min-max); then the speed-up with the
-image ÷ the speed-up on text.
+image ÷ the speed-up on text; and a follow-up about the same image, whose time to first token (the image
+served from the conversation's cache, not encoded again) ÷ the first turn's.
 
     python -m benchmarks.images [--model RIG] [--size cpu|4b] [--blocks 2,4] [--runs 5] [--tokens 256]
 """
@@ -75,6 +76,7 @@ def main() -> None:
     modes = {"text": (), "image": (image,)}
     results: dict[tuple[str, int], list[dict]] = {(m, b): [] for m in modes for b in blocks}
     order = [(m, b) for m in modes for b in blocks]
+    follow_ups: list[tuple[dict, dict]] = []
     try:
         for run in range(-1, args.runs):  # run -1 warms every mode and block once, unrecorded
             turned = order[run % len(order):] + order[:run % len(order)] if run >= 0 else order
@@ -90,6 +92,8 @@ def main() -> None:
                     raise SystemExit(f"{mode}, block {block}: {done.error_message}")
                 if run >= 0:
                     results[(mode, block)].append(done.stats)
+            if run >= 0:
+                follow_ups.append(follow_up(engine, base, image, run))
     finally:
         engine.unload()
     speedups = {}
@@ -112,6 +116,33 @@ def main() -> None:
     for block in blocks[1:]:
         ratio = [i / t for i, t in zip(speedups[("image", block)], speedups[("text", block)])]
         print(f"block {block}: speed-up after the image ÷ speed-up on text: {spread(ratio, 3)}")
+    first, then = zip(*follow_ups)
+    print(f"follow-up about the same image: time to first token {spread([s['ttft_ms'] for s in then], 1, ' ms')} "
+          f"÷ the first turn's {spread([s['ttft_ms'] for s in first], 1, ' ms')}: "
+          f"{spread([b['ttft_ms'] / a['ttft_ms'] for a, b in follow_ups], 3)}; cached "
+          f"{spread([s['cached_tokens'] for s in then], 0)} of {then[0]['prompt_tokens']} tokens; vision ms "
+          f"{[s['vision_ms'] for s in then]}")
+
+
+def follow_up(engine, base, image, run: int) -> tuple[dict, dict]:
+    """(the first turn's stats, a follow-up's about the same image in the same conversation), drafter on."""
+    from engines import Answer, Message, Turn, guarded
+
+    options = base.updated({"speculative": True, "draft_block_size": 4, "max_tokens": 32})
+    said, stats = [Message("user", PROMPT, images=(image,))], []
+    for n, text in enumerate(("", "And what comes after that?")):
+        if text:
+            said.append(Message("user", text))
+        turn = Turn(f"f{run}-{n}", f"follow-{run}", list(said), options)
+        answer = []
+        for event in guarded(engine.stream(turn)):
+            if isinstance(event, Answer):
+                answer.append(event.text)
+            done = event
+        said.append(Message("assistant", "".join(answer)))
+        stats.append(done.stats)
+    engine.forget(f"follow-{run}")
+    return stats[0], stats[1]
 
 
 if __name__ == "__main__":
