@@ -18,9 +18,18 @@ def test_a_folder_that_is_not_a_checkpoint_is_refused_and_kept(tmp_path):
         fresh_folder(tmp_path)
 
 
+def test_a_rig_that_sees_is_replaced_too(tmp_path):
+    from demo_model.rig import build_rig
+
+    shape = {"hidden": 64, "layers": 4, "intermediate": 128, "vocab": 1024}
+    out = build_rig(tmp_path / "rig", vision=True, **shape)
+    assert {p.name for p in out.iterdir()} == MADE_FILES
+    assert build_rig(out, **shape) == out and not (out / "preprocessor_config.json").exists()
+
+
 def test_a_checkpoint_made_here_is_replaced_keeping_what_is_asked(tmp_path):
     out = build_tiny_checkpoint(tmp_path / "tiny")
-    assert {p.name for p in out.iterdir()} == MADE_FILES
+    assert {p.name for p in out.iterdir()} == MADE_FILES - {"preprocessor_config.json"}  # only a rig that sees
     (out / "examples.json").write_text("[]")
     fresh_folder(out, keep=("examples.json",))
     assert [p.name for p in out.iterdir()] == ["examples.json"]
