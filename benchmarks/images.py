@@ -1,6 +1,7 @@
 """Drafting after an image, printed as ratios measured side by side in one run: the rig that sees (every draft
-accepted, ``python -m demo_model.rig --vision``) answers one prompt with a 1024×1024 image and without it, drafter
-off and at each block, all interleaved through the MLX engine. Per mode: the vision tower's time, the prefill,
+accepted, ``python -m demo_model.rig --vision``) answers one prompt with a 1024×1024 image, without it, and as text
+as long as the image's prompt (which tells the image's own cost from a longer context's), drafter off and at each
+block, all interleaved through the MLX engine. Per mode: the vision tower's time, the prefill,
 the decode rates and each block's speed-up (median of per-run ratios, min-max); then the speed-up with the
 image ÷ the speed-up on text; and a follow-up about the same image, whose time to first token (the image
 served from the conversation's cache, not encoded again) ÷ the first turn's.
@@ -73,7 +74,8 @@ def main() -> None:
 
     print(f"machine: {machine()}; MLX on {mx.default_device()}; BLAS: {blas_in_use()}")
     print(f"model: {model}; image {args.side}×{args.side}; {args.tokens} tokens; {args.runs} runs; blocks {blocks}")
-    modes = {"text": (), "image": (image,)}
+    long_text = same_length_text(engine, base, image)
+    modes = {"text": (PROMPT, ()), "image": (PROMPT, (image,)), "long text": (long_text, ())}
     results: dict[tuple[str, int], list[dict]] = {(m, b): [] for m in modes for b in blocks}
     order = [(m, b) for m in modes for b in blocks]
     follow_ups: list[tuple[dict, dict]] = []
@@ -83,7 +85,7 @@ def main() -> None:
             for mode, block in turned:
                 options = base.updated({"speculative": block > 1, "draft_block_size": max(block, 2)})
                 turn = Turn(f"{mode}{block}-{run}", f"bench-{mode}-{block}-{run}",
-                            [Message("user", PROMPT, images=modes[mode])], options)
+                            [Message("user", modes[mode][0], images=modes[mode][1])], options)
                 done = None
                 for event in guarded(engine.stream(turn)):
                     done = event
@@ -114,14 +116,27 @@ def main() -> None:
                   f"{spread(ratios, 2, '×')}, acceptance {acceptance:.1%}")
     print()
     for block in blocks[1:]:
-        ratio = [i / t for i, t in zip(speedups[("image", block)], speedups[("text", block)])]
-        print(f"block {block}: speed-up after the image ÷ speed-up on text: {spread(ratio, 3)}")
+        for other in ("text", "long text"):
+            ratio = [i / t for i, t in zip(speedups[("image", block)], speedups[(other, block)])]
+            print(f"block {block}: speed-up after the image ÷ speed-up on {other}: {spread(ratio, 3)}")
     first, then = zip(*follow_ups)
     print(f"follow-up about the same image: time to first token {spread([s['ttft_ms'] for s in then], 1, ' ms')} "
           f"÷ the first turn's {spread([s['ttft_ms'] for s in first], 1, ' ms')}: "
           f"{spread([b['ttft_ms'] / a['ttft_ms'] for a, b in follow_ups], 3)}; cached "
           f"{spread([s['cached_tokens'] for s in then], 0)} of {then[0]['prompt_tokens']} tokens; vision ms "
           f"{[s['vision_ms'] for s in then]}")
+
+
+def same_length_text(engine, options, image) -> str:
+    """The prompt lengthened with words until it takes as many tokens as the prompt with ``image`` does."""
+    from engines import Message
+
+    def size(text: str, images=()) -> int:
+        return engine.prompt_size([Message("user", text, images=images)], options)[0]
+
+    base, target = size(PROMPT), size(PROMPT, (image,))
+    per_word = (size(PROMPT + " word" * 100) - base) / 100
+    return PROMPT + " word" * round((target - base) / per_word)
 
 
 def follow_up(engine, base, image, run: int) -> tuple[dict, dict]:
