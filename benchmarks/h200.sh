@@ -14,6 +14,8 @@
 #   benchmarks/h200.sh direct NAME... python -m benchmarks.rounds on each rig: tensor cores (the engine's), the CUDA-
 #                                     core kernel, MLX's product
 #   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
+#   benchmarks/h200.sh images         the 4.1B rig with a vision tower: one 1024×1024 image, text and text as long,
+#                                     drafter off and at blocks 2 and 4 (python -m benchmarks.images)
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
 # mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
@@ -124,6 +126,12 @@ for rows in (1, 4):
     print("MLX_ENABLE_TF32=" + os.environ["MLX_ENABLE_TF32"], f"{rows} row(s): largest error {error:.1e} of |x| @ |w|")
 '
     done
+}
+
+images() {  # Pillow and the image processor come from the machine's own Python, as transformers does (else carry wheels)
+    local r="$STORE/rigs/bf16-vision"
+    [ -d "$r" ] || "$PY" -m demo_model.rig "$r" --size 4b --vision || return 1
+    timeout 500 "$PY" -m benchmarks.images --model "$r" --runs "$RUNS" --tokens "$TOKENS" 2>&1
 }
 
 command=$1
