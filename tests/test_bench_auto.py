@@ -67,3 +67,9 @@ def test_bench_runs_auto_on_the_fake_engine_reports_the_runs_it_did(tmp_path):
 def test_runs_must_be_a_count_or_auto():
     done = bench("--runs", "often", timeout=60)
     assert done.returncode == 2 and "or auto" in done.stderr
+
+
+def test_runs_are_auto_unless_given():
+    from webapp.measurement.bench import parse_args
+
+    assert parse_args([]).runs == "auto" and parse_args(["--runs", "4"]).runs == 4

@@ -388,3 +388,9 @@ def test_a_chat_started_by_a_race_is_listed_while_its_lanes_run(tab):
     tab.page.wait_for_selector(f'#history-list .history-link[href="/?c={conversation}"]', timeout=10_000)
     assert not tab.of_type("race_done"), "listed only once the race ended"
     wait_race_done(tab)
+
+
+def test_a_first_race_runs_until_it_settles(open_page):
+    """Three pairs can never settle the sign test's interval: a page that never chose runs races "auto"."""
+    page = open_page()
+    assert page.locator("#race-runs").input_value() == "auto"

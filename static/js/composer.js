@@ -58,7 +58,9 @@ export class Composer {
     sweep.addEventListener("click", () => this.submit("sweep"));
     for (let n = 1; n <= 9; n++) runs.append(new Option(String(n), String(n)));
     runs.append(new Option("auto", "auto")); // 5 to 9 pairs, until they settle the speed-up
-    const saved = loadPref("raceRuns", 3);
+    // "auto" by default: three pairs can never settle the sign test's 90% interval, so a first race of 3 ran
+    // would always end "unclear".
+    const saved = loadPref("raceRuns", "auto");
     runs.value = saved === "auto" ? "auto" : String(Math.min(9, Math.max(1, Number(saved) || 3)));
     runs.addEventListener("change", () => savePref("raceRuns", this.runs));
   }

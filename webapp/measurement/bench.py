@@ -82,8 +82,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="an image attached to every prompt (repeat for more, up to 8): the table adds the time "
                         "to first token's parts (vision, prefill, first token) and the image tokens")
     parser.add_argument("--blocks", type=blocks, default=[1, 2, 3, 4], help="draft blocks to run (default 1,2,3,4)")
-    parser.add_argument("--runs", type=runs, default=5, help="runs of every block and prompt, 1-99 (default 5); "
-                        "auto adds runs, up to 9, until each block's speed-up is settled")
+    parser.add_argument("--runs", type=runs, default="auto", help="runs of every block and prompt, 1-99, or auto "
+                        "(the default): runs added, up to 9, until each block's speed-up is settled")
     parser.add_argument("--max-tokens", type=int, default=256, help="most answer tokens per reply (default 256)")
     parser.add_argument("--budget", type=int, default=512, help="most thinking tokens per reply; 0 turns thinking "
                         "off (default 512, as the app)")
