@@ -12,12 +12,19 @@ sqrt(hidden) standard deviations, so the argmax agrees in bfloat16 too: every dr
 and the output reads as a stream of distinct words. Every matrix has a real model's shape, so a
 step costs what a step of a model that shape costs.
 
+With ``--acceptance P`` the head agrees with the body on a share P of the words only: its ``fc`` passes the
+embedding through a noisy identity, ``I + σ·N`` (N a fixed standard normal matrix, σ found by bisection so that
+the head's next word equals the body's for a share P of all words, computed exactly over the vocabulary). Which
+words disagree is fixed, and the body's output walks the words evenly, so each drafted token is accepted with
+probability about P whatever the depth: the k-th draft of a round with about P^k, as a head whose conditional
+acceptance does not decay. The body is untouched: greedy output is the same as with a head that always agrees.
+
 With ``--vision`` the rig can see: a small vision tower shaped as Qwen 3.5's (patches of 16 pixels merged 2×2)
 and the image processor's config with Qwen's own resizing bounds (a 1024×1024 image becomes 961 tokens). An
 image changes no drafted token (every layer still adds nothing), so it measures what an image's tokens cost
 the prefill and each step after it.
 
-    python -m demo_model.rig OUT --size cpu|100m|717m|4b [--vision]
+    python -m demo_model.rig OUT --size cpu|100m|717m|4b [--acceptance P] [--vision]
 """
 
 from __future__ import annotations
@@ -161,10 +168,55 @@ def agreeing_weights(weights: dict, words: list[float], seed: int) -> dict:
     return out
 
 
+ACCEPTANCE_TOLERANCE = 0.005  # how close the share of agreeing words comes to the asked acceptance
+SHARE_SAMPLE = 4096  # words the share is computed over (all of them in smaller vocabularies)
+
+
+def agreeing_share(weights: dict, words: list[float], fc, sample: list[int]) -> float:
+    """The share of the ``sample`` words for which a head with ``fc`` (its embedding half) predicts the body's
+    next word. Every layer adds nothing and every norm on the path is uniform, so the body predicts
+    argmax(LM · e) and the head argmax(LM · fc · e), for e the word's embedding (its scale changes no argmax)."""
+    import mlx.core as mx
+
+    embed = weights[EMBED].astype(mx.float32)[mx.array(sample)]
+    head = weights[LM_HEAD].astype(mx.float32)
+    mask = mx.where(mx.array(words) > 0, 0.0, -mx.inf)  # the LM head picks words only
+    body = mx.argmax(embed @ head.T + mask, axis=-1)
+    drafted = mx.argmax((embed @ fc.T) @ head.T + mask, axis=-1)
+    return mx.mean(body == drafted).item()
+
+
+def partial_head(weights: dict, words: list[float], acceptance: float, seed: int) -> tuple[dict, float]:
+    """``weights`` (an agreeing rig's) with the head's fc made to agree on a share ``acceptance`` of the words;
+    returns them and the share reached."""
+    import mlx.core as mx
+
+    hidden = weights["mtp.fc.weight"].shape[0]
+    noise = mx.random.normal((hidden, hidden), key=mx.random.key(seed + 1))
+    word_ids = [i for i, word in enumerate(words) if word]
+    sample = random.Random(seed).sample(word_ids, min(SHARE_SAMPLE, len(word_ids)))
+
+    def share(sigma: float) -> float:
+        return agreeing_share(weights, words, mx.eye(hidden) + sigma * noise, sample)
+
+    low, high = 0.0, 1.0
+    while share(high) > acceptance:  # noise enough to fall below the asked share
+        low, high = high, high * 2
+    reached = 1.0
+    for _ in range(40):
+        sigma = (low + high) / 2
+        reached = share(sigma)
+        if abs(reached - acceptance) <= ACCEPTANCE_TOLERANCE:
+            break
+        low, high = (sigma, high) if reached > acceptance else (low, sigma)
+    fc = mx.concatenate([mx.eye(hidden) + sigma * noise, mx.zeros((hidden, hidden))], axis=1)
+    return {**weights, "mtp.fc.weight": fc.astype(weights["mtp.fc.weight"].dtype)}, reached
+
+
 def build_rig(out: str | Path, *, hidden: int, layers: int, intermediate: int, vocab: int,
-              dtype: str = "float32", seed: int = 0, vision: bool = False) -> Path:
-    """Write a full-acceptance rig checkpoint to ``out`` (replacing it) and return its path; ``vision``: one
-    that can see (see above)."""
+              dtype: str = "float32", seed: int = 0, vision: bool = False, acceptance: float = 1.0) -> Path:
+    """Write a rig checkpoint to ``out`` (replacing it) and return its path: every draft accepted, or about a
+    share ``acceptance`` of them; ``vision``: one that can see (see above)."""
     import mlx.core as mx
 
     out = fresh_folder(out)
@@ -172,7 +224,10 @@ def build_rig(out: str | Path, *, hidden: int, layers: int, intermediate: int, v
     if ids["vocab_size"] != vocab:
         raise ValueError(f"the tokenizer reached {ids['vocab_size']} tokens, not {vocab}: pick a smaller vocab")
     config = rig_config(ids, vision, hidden=hidden, layers=layers, intermediate=intermediate, vocab=vocab)
-    weights = agreeing_weights(random_parameters(config, seed), word_mask(out), seed)
+    words = word_mask(out)
+    weights = agreeing_weights(random_parameters(config, seed), words, seed)
+    if acceptance < 1.0:
+        weights, _ = partial_head(weights, words, acceptance, seed)
     cast = getattr(mx, dtype)
     weights = {k: v.astype(cast) if mx.issubdtype(v.dtype, mx.floating) else v for k, v in weights.items()}
     save_checkpoint(out, config, weights)
@@ -181,19 +236,45 @@ def build_rig(out: str | Path, *, hidden: int, layers: int, intermediate: int, v
     return out
 
 
+def head_share(folder: Path) -> float:
+    """The share of words on which the rig in ``folder`` drafts what its body says (its head's fc as saved)."""
+    import mlx.core as mx
+
+    weights = mx.load(str(folder / "model.safetensors"))
+    words = word_mask(folder)
+    hidden = weights["mtp.fc.weight"].shape[0]
+    word_ids = [i for i, word in enumerate(words) if word]
+    sample = random.Random(0).sample(word_ids, min(SHARE_SAMPLE, len(word_ids)))
+    return agreeing_share(weights, words, weights["mtp.fc.weight"][:, :hidden].astype(mx.float32), sample)
+
+
+def acceptance_share(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: pass a share from 0 to 1, e.g. 0.85")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("output", help="folder to write the checkpoint to (replaced)")
     parser.add_argument("--size", choices=sorted(SIZES), default="cpu")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vision", action="store_true", help="with a small vision tower and its image processor")
+    parser.add_argument("--acceptance", type=acceptance_share, default=1.0,
+                        help="the share of words the head agrees on (0 to 1; default 1, every draft accepted)")
     args = parser.parse_args()
     shape = SIZES[args.size]
     body, head = parameter_count(shape)
     path = build_rig(args.output, hidden=shape.hidden, layers=shape.layers, intermediate=shape.intermediate,
-                     vocab=shape.vocab, dtype=shape.dtype, seed=args.seed, vision=args.vision)
+                     vocab=shape.vocab, dtype=shape.dtype, seed=args.seed, vision=args.vision,
+                     acceptance=args.acceptance)
     print(f"{path}: {args.size}, {body / 1e6:.1f}M parameters in the body, {head / 1e6:.1f}M in the MTP head, "
-          f"{shape.dtype}{', with a vision tower' if args.vision else ''}")
+          f"{shape.dtype}{', with a vision tower' if args.vision else ''}, the head agreeing on "
+          f"{head_share(path):.1%} of the words")
 
 
 if __name__ == "__main__":

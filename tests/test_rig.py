@@ -31,7 +31,7 @@ def decoder_for(loaded):
     return decoder, stop_ids
 
 
-def generate(loaded, decoder, stop_ids, block: int) -> tuple[list[int], list[int]]:
+def generate(loaded, decoder, stop_ids, block: int, tokens: int = TOKENS) -> tuple[list[int], list[int]]:
     """Greedy tokens for one prompt at ``block`` (1: drafter off), and the drafts accepted per round."""
     from engines.mlx.decoding import Sampling
 
@@ -39,13 +39,13 @@ def generate(loaded, decoder, stop_ids, block: int) -> tuple[list[int], list[int
                                   add_special_tokens=False)
     state = decoder.new_state()
     first = decoder.feed(state, ids, 0, Sampling())
-    tokens, accepted = [], []
-    for step in decoder.decode(state, first, max_tokens=TOKENS, block=block, sampling=Sampling(),
+    out, accepted = [], []
+    for step in decoder.decode(state, first, max_tokens=tokens, block=block, sampling=Sampling(),
                                stop_ids=stop_ids, cancelled=lambda: False):
-        tokens += step.tokens
+        out += step.tokens
         if step.accepted is not None:
             accepted.append(step.accepted)
-    return tokens, accepted
+    return out, accepted
 
 
 def test_sizes_have_the_parameter_counts_measured_before():
@@ -146,3 +146,73 @@ def test_a_rig_that_sees_keeps_every_draft_after_an_image(tmp_path):
         assert said[4] == said[1]
     finally:
         engine.unload()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_rig_with_a_chosen_acceptance_drafts_about_that_share_and_keeps_its_output(tmp_path, dtype):
+    """--acceptance P: the head agrees on a share P of the words (exactly, by construction), the engine's
+    rounds keep about P at depth 1 and about P² at depth 2, drafts are rejected, and the greedy text is the
+    drafter-off text at every block."""
+    from demo_model.rig import head_share
+
+    rig = build_rig(tmp_path / f"rig-70-{dtype}", dtype=dtype, acceptance=0.7, **SMALL)
+    assert abs(head_share(rig) - 0.7) <= 0.01
+    from engines.mlx.loading import load_drafter, load_model
+
+    loaded = load_model(str(rig))
+    load_drafter(loaded, None)
+    decoder, stop_ids = decoder_for(loaded)
+    reference, _ = generate(loaded, decoder, stop_ids, 1, tokens=400)
+    for block in (2, 3, 4):
+        tokens, accepted = generate(loaded, decoder, stop_ids, block, tokens=400)
+        assert tokens == reference, f"block {block}"
+        assert min(accepted) < block - 1  # rounds with rejected drafts happened
+        first = sum(a >= 1 for a in accepted[:-1]) / len(accepted[:-1])
+        assert abs(first - 0.7) <= 0.12, (block, first)
+        if block >= 3:
+            second = sum(a >= 2 for a in accepted[:-1]) / len(accepted[:-1])
+            assert abs(second - 0.49) <= 0.12, (block, second)
+
+
+@pytest.mark.slow
+def test_rejected_drafts_leave_the_caches_as_a_drafter_off_run_has_them(tmp_path):
+    """After rounds that rejected drafts, every layer's state (attention keys and values up to the offset, the
+    gated-delta layers' convolution and recurrent state) is what plain steps over the same tokens leave, up to
+    the rounding of a k-row product against a one-row one on this BLAS (about 1e-6 of each value): a rollback
+    undoes what the rejected tokens wrote. One left in would shift a convolution window or a recurrent state by
+    a whole token's update, far past this bound."""
+    import mlx.core as mx
+
+    from engines.mlx.decoding import Sampling
+    from engines.mlx.loading import load_drafter, load_model
+
+    loaded = load_model(str(build_rig(tmp_path / "rig-60", acceptance=0.6, **SMALL)))
+    load_drafter(loaded, None)
+    decoder, stop_ids = decoder_for(loaded)
+    prompt = loaded.tokenizer.encode("<|im_start|>user\nhello, rig<|im_end|>\n<|im_start|>assistant\n",
+                                     add_special_tokens=False)
+
+    def state_after(block: int, tokens: int):
+        state = decoder.new_state()
+        first = decoder.feed(state, prompt, 0, Sampling())
+        rejected = 0
+        for step in decoder.decode(state, first, max_tokens=tokens, block=block, sampling=Sampling(),
+                                   stop_ids=stop_ids, cancelled=lambda: False):
+            rejected += step.accepted is not None and step.accepted < step.proposed
+        return state, rejected
+
+    drafted, rejected = state_after(4, 60)
+    assert rejected >= 3
+    plain, _ = state_after(1, 60)
+    while len(plain.ids) != len(drafted.ids):  # the same tokens in both caches
+        plain, _ = state_after(1, 60 - (len(plain.ids) - len(drafted.ids)))
+    assert plain.ids == drafted.ids
+    target, reference = drafted.target, plain.target
+    assert target.offset == reference.offset == len(drafted.ids)
+    for n, ((a, b), (c, d)) in enumerate(zip(target.layers, reference.layers)):
+        if a.ndim == 4 and a.shape[2] == target.capacity:  # attention buffers: the filled slots
+            a, b, c, d = (x[:, :, :target.offset] for x in (a, b, c, d))
+        for mine, plain_ in ((a, c), (b, d)):
+            worst = mx.max(mx.abs(mine.astype(mx.float32) - plain_.astype(mx.float32))).item()
+            assert worst <= 1e-4 * max(1.0, mx.max(mx.abs(plain_)).item()), (n, worst)
