@@ -61,27 +61,15 @@ def main() -> None:
         measure(args)
 
 
-def measure(args: argparse.Namespace) -> None:
-    blocks = [int(b) for b in args.blocks.split(",")]
-    started = time.perf_counter()
-
+def step_costs(decoder, ids: list[int], blocks: list[int], reps: int) -> tuple[dict, dict]:
+    """Each step measured alone, interleaved, ``reps`` times after three compiling calls: a plain target step
+    (``plain``), one chained draft step of the head (``draft``) and a verify of k positions (``verify k``), in
+    seconds, and the share of each that passed before launching it returned."""
     import mlx.core as mx
 
-    from engines.mlx import linear
     from engines.mlx.decoding import Sampling
-    from engines.mlx.engine import _own_decoder
-    from engines.mlx.loading import load_drafter, load_model
-    from webapp.blas import blas_in_use
 
-    linear.FEW_ROW_KERNEL = not args.no_kernel
-    linear.TENSOR_CORES = not args.cuda_cores
-    loaded = load_model(args.model)
-    load_drafter(loaded, None)
-    decoder, _, _, _ = _own_decoder(loaded)
-    _progress(started, "loaded")
-    ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()
-
     state = decoder.new_state()
     mx.eval(decoder.feed(state, ids, 0, greedy))
 
@@ -109,12 +97,37 @@ def measure(args: argparse.Namespace) -> None:
     steps = {"plain": lambda: verify(1), "draft": draft, **{f"verify {k}": (lambda k=k: verify(k)) for k in blocks}}
     times: dict[str, list[float]] = {name: [] for name in steps}
     launch_shares: dict[str, list[float]] = {name: [] for name in steps}
-    for rep in range(args.reps + 3):
+    for rep in range(reps + 3):
         for name, run in steps.items():
             elapsed, launched = run()
             if rep >= 3:  # the first calls compile
                 times[name].append(elapsed)
                 launch_shares[name].append(launched / elapsed)
+    return times, launch_shares
+
+
+def measure(args: argparse.Namespace) -> None:
+    blocks = [int(b) for b in args.blocks.split(",")]
+    started = time.perf_counter()
+
+    import mlx.core as mx
+
+    from engines.mlx import linear
+    from engines.mlx.decoding import Sampling
+    from engines.mlx.engine import _own_decoder
+    from engines.mlx.loading import load_drafter, load_model
+    from webapp.blas import blas_in_use
+
+    linear.FEW_ROW_KERNEL = not args.no_kernel
+    linear.TENSOR_CORES = not args.cuda_cores
+    loaded = load_model(args.model)
+    load_drafter(loaded, None)
+    decoder, _, _, _ = _own_decoder(loaded)
+    _progress(started, "loaded")
+    ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
+    greedy = Sampling()
+
+    times, launch_shares = step_costs(decoder, ids, blocks, args.reps)
     _progress(started, "step costs measured")
     plain = statistics.median(times["plain"])
     c = statistics.median(times["draft"]) / plain

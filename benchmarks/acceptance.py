@@ -1,0 +1,113 @@
+"""Speed-up against acceptance, measured and ideal, on specchat's own loop: for each draft block, the acceptance
+by depth, the tokens a round yields, the speed-up over drafter off (median of per-run ratios, min-max, blocks
+interleaved) and the ideal speed-up from this machine's measured step costs.
+
+    python -m benchmarks.acceptance RIG [--blocks 1,2,3,4,5,6] [--runs 5] [--tokens 256] [--reps 30]
+
+RIG is a rig of chosen acceptance (``python -m demo_model.rig RIG --acceptance P``) or any checkpoint with an MTP
+head. The ideal is what the loop would reach if a round cost only its parts and a rejected draft cost nothing:
+
+    ideal(k) = E[tokens per round] · t_plain ÷ ((k − 1) · t_draft + t_verify(k))
+
+with t_plain one target step, t_draft one head step and t_verify(k) a verify of k positions, each measured alone
+(``benchmarks.rounds``' step costs), and E[tokens per round] the runs' own. What a rejection costs now is printed
+apart: a round that rejected a draft, less one that kept them all, in draft steps.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from benchmarks.rounds import PROMPT, step_costs
+
+
+def spread(values: list[float], digits: int = 2) -> str:
+    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--blocks", default="1,2,3,4,5,6")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--reps", type=int, default=30, help="repetitions of each step timing")
+    args = parser.parse_args()
+    from webapp.blas import blas_in_use, ensure_fast_blas
+    from webapp.precision import keep_float32_exact
+
+    keep_float32_exact()
+    ensure_fast_blas(None, sys.argv[1:], module="benchmarks.acceptance")
+    import mlx.core as mx
+
+    from engines.mlx.decoding import Sampling
+    from engines.mlx.engine import _own_decoder
+    from engines.mlx.loading import load_drafter, load_model
+    from engines.stats import acceptance_by_depth
+    from webapp.measurement.machine import machine
+
+    blocks = sorted({1, *(int(b) for b in args.blocks.split(","))})
+    drafting = [b for b in blocks if b > 1]
+    loaded = load_model(args.model)
+    load_drafter(loaded, None)
+    decoder, _, _, _ = _own_decoder(loaded)
+    ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
+    greedy = Sampling()
+    print(f"machine: {machine()}; MLX on {mx.default_device()}; BLAS: {blas_in_use()}")
+    print(f"model: {args.model}; {args.tokens} tokens; {args.runs} runs; blocks {blocks}")
+
+    times, _ = step_costs(decoder, ids, drafting, args.reps)
+    plain, draft = statistics.median(times["plain"]), statistics.median(times["draft"])
+    verify = {k: statistics.median(times[f"verify {k}"]) for k in drafting}
+    print(f"plain step {plain * 1e3:.2f} ms; draft step {draft / plain:.3f} of it; "
+          + "; ".join(f"verify {k}: {verify[k] / plain:.2f}" for k in drafting))
+
+    def decode(block: int) -> tuple[float, list[tuple[int, int, float]]]:
+        """(decode tok/s, (accepted, drafted, seconds) per round)."""
+        state = decoder.new_state()
+        first = decoder.feed(state, ids, 0, greedy)
+        mx.eval(first)
+        start = last = time.perf_counter()
+        tokens, rounds = 0, []
+        for step in decoder.decode(state, first, max_tokens=args.tokens, block=block, sampling=greedy,
+                                   stop_ids=set(), cancelled=lambda: False):
+            now = time.perf_counter()
+            tokens += len(step.tokens)
+            if step.accepted is not None:
+                rounds.append((step.accepted, step.proposed, now - last))
+            last = now
+        return (tokens - 1) / (time.perf_counter() - start), rounds
+
+    for block in blocks:  # rehearsal: compiles every length the runs use
+        decode(block)
+    rates: dict[int, list[float]] = {b: [] for b in blocks}
+    rounds: dict[int, list[tuple[int, int, float]]] = {b: [] for b in drafting}
+    for run in range(args.runs):
+        turn = run % len(blocks)
+        for block in blocks[turn:] + blocks[:turn]:
+            rate, seen = decode(block)
+            rates[block].append(rate)
+            if block > 1:
+                rounds[block] += seen[1:-1]  # the first and last rounds hold the prefill's and the cut's time
+
+    print(f"\nblock 1 (drafter off): {spread(rates[1], 1)} tok/s")
+    print("block | acceptance by depth | tokens per round | speed-up | ideal | measured ÷ ideal | rejection, draft steps")
+    for block in drafting:
+        kept = rounds[block]
+        per_round = statistics.mean(a + 1 for a, _, _ in kept)
+        speedups = [on / off for on, off in zip(rates[block], rates[1])]
+        ideal = per_round * plain / ((block - 1) * draft + verify[block])
+        depth = " ".join(f"{share:.2f}" for share in acceptance_by_depth([(a, d) for a, d, _ in kept]))
+        rejected = [s for a, d, s in kept if a < d]
+        whole = [s for a, d, s in kept if a == d]
+        cost = (f"{(statistics.median(rejected) - statistics.median(whole)) / draft:+.1f}"
+                if rejected and whole else "-")
+        print(f"{block} | {depth} | {per_round:.2f} | {spread(speedups)}× | {ideal:.2f}× | "
+              f"{statistics.median(speedups) / ideal:.2f} | {cost}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
