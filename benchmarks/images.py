@@ -53,7 +53,7 @@ def main() -> None:
     keep_float32_exact()
     ensure_fast_blas(None, sys.argv[1:], module="benchmarks.images")
     from demo_model.rig import SIZES, build_rig
-    from engines import GenerationOptions, Image, Message, Turn, guarded
+    from engines import GenerationOptions, Message, Turn, guarded
     from engines.mlx import MlxEngine
     from webapp.conversations.images import read_image
     from webapp.measurement.machine import machine
@@ -64,8 +64,7 @@ def main() -> None:
         model = str(build_rig(Path(tempfile.mkdtemp(prefix="specchat-rig-")) / f"rig-{args.size}-vision",
                               hidden=shape.hidden, layers=shape.layers, intermediate=shape.intermediate,
                               vocab=shape.vocab, dtype=shape.dtype, vision=True))
-    found = read_image(picture(args.side))
-    image = Image(found.id, found.sha256, found.mime, found.width, found.height, found.data)
+    image = read_image(picture(args.side)).as_image()
     blocks = [1] + [int(b) for b in args.blocks.split(",")]
     base = GenerationOptions(reasoning_budget=0, max_tokens=args.tokens, temperature=0.0)
     engine = MlxEngine(model)

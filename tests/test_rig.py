@@ -118,7 +118,7 @@ def test_a_rig_that_sees_keeps_every_draft_after_an_image(tmp_path):
 
     from PIL import Image as Picture
 
-    from engines import Image, Message, Turn
+    from engines import Message, Turn
     from engines.mlx import MlxEngine
     from tests.support.engine_runs import OPTIONS, run
     from webapp.conversations.images import read_image
@@ -127,8 +127,7 @@ def test_a_rig_that_sees_keeps_every_draft_after_an_image(tmp_path):
     assert (rig / "preprocessor_config.json").is_file()
     out = io.BytesIO()
     Picture.new("RGB", (96, 64), (30, 60, 90)).save(out, format="PNG")
-    found = read_image(out.getvalue())
-    image = Image(found.id, found.sha256, found.mime, found.width, found.height, found.data)
+    image = read_image(out.getvalue()).as_image()
     engine = MlxEngine(str(rig))
     engine.load(OPTIONS)
     try:

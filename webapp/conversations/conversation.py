@@ -151,9 +151,9 @@ class Conversation:
     def find(self, message: str) -> dict | None:
         return next((m for m in self._store.messages(self.id) if m["id"] == message), None)
 
-    def history(self, leaf: str | None) -> list[Message]:
-        """The branch ending at ``leaf``, as the engine gets it."""
-        return self._as_messages(said_by_engine(self._store.branch(self.id, leaf)))
+    def context_messages(self, leaf: str | None) -> int:
+        """How many messages of the branch ending at ``leaf`` the engine gets (their images are not read)."""
+        return len(said_by_engine(self._store.branch(self.id, leaf)))
 
     def _as_messages(self, stored: list[dict]) -> list[Message]:
         images = stored_images(self._store, [id for m in stored for id in m.get("images") or ()])

@@ -38,6 +38,12 @@ class Attachment:
     def bytes(self) -> int:
         return len(self.data)
 
+    def as_image(self):
+        """The image as an engine takes it, with a message."""
+        from engines import Image
+
+        return Image(self.id, self.sha256, self.mime, self.width, self.height, self.data)
+
     def to_dict(self) -> dict:
         return {"id": self.id, "sha256": self.sha256, "mime": self.mime, "width": self.width,
                 "height": self.height, "bytes": self.bytes}

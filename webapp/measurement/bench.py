@@ -117,8 +117,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def read_images(parser: _Parser, paths: list[Path]) -> tuple:
     """``--image`` files, checked as an upload is, as the engine gets them."""
-    from engines import Image
-
     from ..conversations.images import MAX_PER_MESSAGE, read_image
     from ..errors import ClientError
 
@@ -132,7 +130,7 @@ def read_images(parser: _Parser, paths: list[Path]) -> tuple:
             parser.error(f"cannot read --image {path}: {exc.strerror or exc}")
         except ClientError as exc:
             parser.error(f"--image {path}: {exc.message}")
-        images.append(Image(found.id, found.sha256, found.mime, found.width, found.height, found.data))
+        images.append(found.as_image())
     return tuple(images)
 
 

@@ -63,7 +63,7 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
         raise ClientError("no_drafter", "This engine has no drafter, so there is nothing to race: load one "
                           "(specchat --drafter, or a model with an MTP head) and race again.")
     parent = conversation.parent_for(frame.parent, frame.parent_given)
-    started_at, context = time.time(), len(conversation.history(parent))
+    started_at, context = time.time(), conversation.context_messages(parent)
     images = described(host, frame.images)
 
     def summarize(results: list[LaneRun], cancel: Relay, busy: dict | None, messages: list[Message]) -> dict:
@@ -99,7 +99,7 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
         raise ClientError("no_drafter", "This engine has no drafter: only block 1 (drafting off) can run. "
                           "Load one (specchat --drafter) or sweep blocks [1].")
     parent = conversation.current
-    started_at, context = time.time(), len(conversation.history(parent))
+    started_at, context = time.time(), conversation.context_messages(parent)
     images = described(host, frame.images)
 
     def sweep_summary(results: list[LaneRun], finish: str, error: dict | None, busy: dict | None) -> dict:

@@ -226,11 +226,9 @@ def _image(url: str, param: str) -> Image:
     except (binascii.Error, ValueError):
         raise ApiError(400, "invalid_image", "The image's data URL is not valid base64.", param) from None
     try:
-        attachment = read_image(data)
+        return read_image(data).as_image()
     except ClientError as exc:
         raise ApiError(413 if exc.code == "image_too_large" else 400, exc.code, exc.message, param) from None
-    return Image(attachment.id, attachment.sha256, attachment.mime, attachment.width, attachment.height,
-                 attachment.data)
 
 
 def _options(body: ChatCompletionBody, settings: GenerationOptions, system: str | None) -> GenerationOptions:

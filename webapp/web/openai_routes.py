@@ -115,57 +115,57 @@ def _failed(done: Done) -> ApiError:
     return ApiError(STATUS.get(code, 500), CODES.get(code, code), done.error_message or "The reply failed.")
 
 
-def _collected(chat, turn: Turn, first, events) -> tuple[str, str, Done]:
-    cut, answer, thinking = StopCut(chat.stop), [], []
+def _cut(chat, turn: Turn, first, events):
+    """The reply's thinking and answer, the answer cut at the first stop string (whose reply then stops), and
+    last its ``Done``: a reply cut at a stop string ends as "stop", as OpenAI's do."""
+    cut = StopCut(chat.stop)
     for event in _chain(first, events):
         if isinstance(event, Thinking):
-            thinking.append(event.text)
+            if event.text:
+                yield event
         elif isinstance(event, Answer):
-            answer.append(cut.feed(event.text))
+            text = cut.feed(event.text)
+            if text:
+                yield Answer(text)
             if cut.hit:
                 turn.cancel.set()
         elif isinstance(event, Done):
-            answer.append(cut.rest())
-            return "".join(answer), "".join(thinking), _stopped(event, cut)
+            rest = cut.rest()
+            if rest:
+                yield Answer(rest)
+            yield Done("stop", event.stats) if cut.hit and event.finish_reason == "cancelled" else event
+            return
+
+
+def _collected(chat, turn: Turn, first, events) -> tuple[str, str, Done]:
+    said = {Thinking: [], Answer: []}
+    for event in _cut(chat, turn, first, events):
+        if isinstance(event, Done):
+            return "".join(said[Answer]), "".join(said[Thinking]), event
+        said[type(event)].append(event.text)
     raise RuntimeError("a reply ended without its done")  # guarded() always ends with one
-
-
-def _stopped(done: Done, cut: StopCut) -> Done:
-    """A reply cut at a stop string ends as "stop", as OpenAI's do."""
-    return Done("stop", done.stats) if cut.hit and done.finish_reason == "cancelled" else done
 
 
 def _streamed(host, chat, turn: Turn, first, events, stream, model: str, keep):
     """The SSE body. A client that leaves makes the server close this generator: the reply stops then, at its
     next token (``stream.close`` sets the turn's cancel)."""
-    chunks, cut = Chunks(chat, model), StopCut(chat.stop)
+    chunks = Chunks(chat, model)
     said = {Thinking: [], Answer: []}
     try:
         yield _sse(chunks.role())
-        for event in _chain(first, events):
-            if isinstance(event, (Thinking, Answer)):
-                text = event.text if isinstance(event, Thinking) else cut.feed(event.text)
-                if text:
-                    said[type(event)].append(text)
-                    yield _sse(chunks.text(isinstance(event, Thinking), text))
-                if cut.hit:
-                    turn.cancel.set()
-            elif isinstance(event, Done):
-                rest = cut.rest()
-                if rest:
-                    said[Answer].append(rest)
-                    yield _sse(chunks.text(False, rest))
-                done = _stopped(event, cut)
-                if done.finish_reason == "error":
-                    yield _sse(_failed(done).body())
-                else:
-                    yield _sse(chunks.finish(done.finish_reason))
-                    if chat.include_usage:
-                        yield _sse(chunks.usage(done.stats))
-                    if keep is not None:
-                        keep("".join(said[Answer]), "".join(said[Thinking]), done)
-                yield b"data: [DONE]\n\n"
-                return
+        for event in _cut(chat, turn, first, events):
+            if not isinstance(event, Done):
+                said[type(event)].append(event.text)
+                yield _sse(chunks.text(isinstance(event, Thinking), event.text))
+            elif event.finish_reason == "error":
+                yield _sse(_failed(event).body())
+            else:
+                yield _sse(chunks.finish(event.finish_reason))
+                if chat.include_usage:
+                    yield _sse(chunks.usage(event.stats))
+                if keep is not None:
+                    keep("".join(said[Answer]), "".join(said[Thinking]), event)
+        yield b"data: [DONE]\n\n"
     finally:
         stream.close()
         host.engine.forget(turn.conversation_id)
