@@ -158,6 +158,17 @@ def test_the_page_loading_moves_nothing(open_page, fake_server, size):
     assert page.evaluate(LAYOUT_SHIFT) < 0.05
 
 
+@SIZES
+def test_the_chat_keeps_its_place_before_the_panes_are_parsed(open_page, size):
+    """A slow first paint can show the page before the end of its HTML: the chat column then already has its
+    final place, so the settings pane arriving after it moves nothing."""
+    page = open_page(size)
+    where = "() => { const r = document.querySelector('.messages').getBoundingClientRect(); return [r.x, r.width]; }"
+    final = page.evaluate(where)
+    page.evaluate("document.querySelector('#settings-panel').remove()")
+    assert page.evaluate(where) == final
+
+
 # Each lane header and each part of it no taller than one line of its text.
 LANE_HEAD_LINES = """() => [...document.querySelectorAll('.lane-head')].map((head) => {
   const line = parseFloat(getComputedStyle(head).lineHeight);
