@@ -2,7 +2,7 @@
 by depth, the tokens a round yields, the speed-up over drafter off (median of per-run ratios, min-max, blocks
 interleaved) and the ideal speed-up from this machine's measured step costs.
 
-    python -m benchmarks.acceptance RIG [--blocks 1,2,3,4,5,6] [--runs 5] [--tokens 256] [--reps 30]
+    python -m benchmarks.acceptance RIG [--blocks 1,2,3,4,5,6,auto] [--runs 5] [--tokens 256] [--reps 30]
 
 RIG is a rig of chosen acceptance (``python -m demo_model.rig RIG --acceptance P``) or any checkpoint with an MTP
 head. The ideal is what the loop would reach if a round cost only its parts and a rejected draft cost nothing:
@@ -12,6 +12,10 @@ head. The ideal is what the loop would reach if a round cost only its parts and 
 with t_plain one target step, t_draft one head step and t_verify(k) a verify of k positions, each measured alone
 (``benchmarks.rounds``' step costs), and E[tokens per round] the runs' own. What a rejection costs now is printed
 apart: a round that rejected a draft, less one that kept them all, in draft steps.
+
+``auto`` is ``draft_block_size: "auto"`` as the MLX engine runs it (engines/block_policy.py): round times
+learned live over the runs, acceptance afresh each run (a new conversation, as a race's lane). Its row gives the
+blocks it ran (rounds per block, 1 = plain steps) and its median speed-up over the best fixed block's.
 """
 
 from __future__ import annotations
@@ -44,16 +48,20 @@ def main() -> None:
     import mlx.core as mx
 
     from engines.mlx.decoding import Sampling
-    from engines.mlx.engine import _own_decoder
+    from engines.mlx.engine import own_decoder
     from engines.mlx.loading import load_drafter, load_model
     from engines.stats import acceptance_by_depth
     from webapp.measurement.machine import machine
 
-    blocks = sorted({1, *(int(b) for b in args.blocks.split(","))})
-    drafting = [b for b in blocks if b > 1]
+    from engines.block_policy import AUTO, Memory, block_label
+
+    asked = args.blocks.split(",")
+    blocks = sorted({1, *(int(b) for b in asked if b != AUTO)}) + ([AUTO] if AUTO in asked else [])
+    drafting = [b for b in blocks if b != AUTO and b > 1]
+    auto = Memory()  # the engine's: one per loaded model
     loaded = load_model(args.model)
     load_drafter(loaded, None)
-    decoder, _, _, _ = _own_decoder(loaded)
+    decoder, _, _, _ = own_decoder(loaded)
     ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()
     print(f"machine: {machine()}; MLX on {mx.default_device()}; BLAS: {blas_in_use()}")
@@ -61,36 +69,42 @@ def main() -> None:
 
     times, _ = step_costs(decoder, ids, drafting, args.reps)
     plain, draft = statistics.median(times["plain"]), statistics.median(times["draft"])
+    histories: list[dict[str, int]] = []  # auto's rounds per block, per run
     verify = {k: statistics.median(times[f"verify {k}"]) for k in drafting}
     print(f"plain step {plain * 1e3:.2f} ms; draft step {draft / plain:.3f} of it; "
           + "; ".join(f"verify {k}: {verify[k] / plain:.2f}" for k in drafting))
 
-    def decode(block: int) -> tuple[float, list[tuple[int, int, float]]]:
+    def decode(block: int | str) -> tuple[float, list[tuple[int, int, float]]]:
         """(decode tok/s, (accepted, drafted, seconds) per round)."""
         state = decoder.new_state()
         first = decoder.feed(state, ids, 0, greedy)
         mx.eval(first)
         start = last = time.perf_counter()
-        tokens, rounds = 0, []
-        for step in decoder.decode(state, first, max_tokens=args.tokens, block=block, sampling=greedy,
-                                   stop_ids=set(), cancelled=lambda: False):
+        tokens, rounds, history = 0, [], {}
+        for step in decoder.decode(state, first, max_tokens=args.tokens,
+                                   block=auto.policy(f"run {len(histories)}") if block == AUTO else block,
+                                   sampling=greedy, stop_ids=set(), cancelled=lambda: False):
             now = time.perf_counter()
             tokens += len(step.tokens)
             if step.accepted is not None:
                 rounds.append((step.accepted, step.proposed, now - last))
+            if step.block is not None:
+                history[str(step.block)] = history.get(str(step.block), 0) + 1
             last = now
+        if block == AUTO:
+            histories.append(history)
         return (tokens - 1) / (time.perf_counter() - start), rounds
 
     for block in blocks:  # rehearsal: compiles every length the runs use
         decode(block)
     rates: dict[int, list[float]] = {b: [] for b in blocks}
-    rounds: dict[int, list[tuple[int, int, float]]] = {b: [] for b in drafting}
+    rounds: dict[int | str, list[tuple[int, int, float]]] = {b: [] for b in blocks if b != 1}
     for run in range(args.runs):
         turn = run % len(blocks)
         for block in blocks[turn:] + blocks[:turn]:
             rate, seen = decode(block)
             rates[block].append(rate)
-            if block > 1:
+            if block != 1:
                 rounds[block] += seen[1:-1]  # the first and last rounds hold the prefill's and the cut's time
 
     print(f"\nblock 1 (drafter off): {spread(rates[1], 1)} tok/s")
@@ -107,6 +121,18 @@ def main() -> None:
                 if rejected and whole else "-")
         print(f"{block} | {depth} | {per_round:.2f} | {spread(speedups)}× | {ideal:.2f}× | "
               f"{statistics.median(speedups) / ideal:.2f} | {cost}")
+    if AUTO in blocks:
+        runs = histories[-args.runs:]  # the measured runs, not the rehearsal
+        ran = {k: sum(h.get(k, 0) for h in runs) for k in sorted({k for h in runs for k in h}, key=int)}
+        speedups = [on / off for on, off in zip(rates[AUTO], rates[1])]
+        kept = rounds[AUTO]
+        depth = " ".join(f"{share:.2f}" for share in acceptance_by_depth([(a, d) for a, d, _ in kept])) or "-"
+        per_round = f"{statistics.mean(a + 1 for a, _, _ in kept):.2f}" if kept else "-"
+        fixed = {b: statistics.median(r / o for r, o in zip(rates[b], rates[1])) for b in drafting}
+        best = max(fixed, key=fixed.get, default=None)
+        against = f"; ÷ the best fixed block ({best}): {statistics.median(speedups) / fixed[best]:.2f}" if best else ""
+        print(f"{block_label(AUTO, ran)} | {depth} | {per_round} | {spread(speedups)}× | - | - | - "
+              f"(rounds per block over the runs: {ran}{against})")
 
 
 if __name__ == "__main__":

@@ -87,9 +87,11 @@ drafter() {  # the drafter flag of a rig: the bf16 rig carries its head, a conve
 }
 
 # CUDA_CORES=1 engine ...: the same with the 4- and 8-bit products on the CUDA-core kernel, not on tensor cores
-# (engines/mlx/linear.py's TENSOR_CORES)
-ON_CUDA_CORES="import runpy, engines.mlx.linear as linear; linear.TENSOR_CORES = False
-runpy.run_module('webapp', run_name='__main__')"
+# (KernelChoice.tensor_cores off, engines/mlx/cuda/__init__.py)
+ON_CUDA_CORES="import runpy
+from engines.mlx.cuda import KernelChoice, chosen
+with chosen(KernelChoice(tensor_cores=False)):
+    runpy.run_module('webapp', run_name='__main__')"
 
 engine() {  # progress lines go to $STORE/NAME.log with the seconds since the start, the table to the output
     local start bench=(-m webapp)

@@ -12,7 +12,7 @@ in cache). For each shape and bit width:
 
 - the CUDA-core kernel (quantized_skinny.py) in both loop orders (``rows``: each input row through the weights,
   ``weights``: each weight through the input rows) at 4 and 8 weight rows per warp, and as the kernel chooses
-  them itself (``chosen``: what the engine runs at other bit widths, and at these with ``linear.TENSOR_CORES``
+  them itself (``chosen``: what the engine runs at other bit widths, and at these with ``KernelChoice.tensor_cores``
   off); every variant's rows are checked bit for bit against the chosen one's, since the loop order and
   the rows per warp leave each row's arithmetic as it is;
 - the tensor-core kernel (quantized_mma.py) at its own split, the engine's for 4- and 8-bit layers;
@@ -62,7 +62,7 @@ def _kernel(name: str, params: str, source: str) -> str:
 
 
 def module_source() -> str:
-    from engines.mlx import quantized_mma, quantized_skinny
+    from engines.mlx.cuda import quantized_mma, quantized_skinny
 
     return (PRELUDE + quantized_skinny.HEADER + quantized_mma.HEADER.replace("size_t", "unsigned long long")
             + _kernel("skinny", "typename T, typename S, int MR, int NW, int BITS, int E, int KS, int WARPS, "
@@ -73,8 +73,8 @@ def module_source() -> str:
 
 def variants(n: int, k: int, bits: int, rows: int) -> dict[str, tuple[str, tuple, tuple]]:
     """label -> (template instance, grid, block) for one product of ``rows`` rows."""
-    from engines.mlx import quantized_mma as mma
-    from engines.mlx import quantized_skinny as qs
+    from engines.mlx.cuda import quantized_mma as mma
+    from engines.mlx.cuda import quantized_skinny as qs
 
     split = qs.k_split(n, k, bits)
     out = {}

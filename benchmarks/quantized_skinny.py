@@ -68,9 +68,8 @@ def main() -> None:
 
     import mlx.core as mx
 
-    from engines.mlx import quantized_mma
-    from engines.mlx.quantized_skinny import applies, k_split, product
-    from engines.mlx.recurrence import use_cuda_kernel
+    from engines.mlx.cuda import quantized_mma, use_cuda_kernel
+    from engines.mlx.cuda.quantized_skinny import applies, k_split, product
 
     if not use_cuda_kernel():
         raise SystemExit("the kernel runs only where MLX runs on a CUDA GPU")

@@ -48,8 +48,8 @@ def main() -> None:
     parser.add_argument("--no-kernel", action="store_true",
                         help="CUDA: MLX's own products for a few rows instead of specchat's kernel")
     parser.add_argument("--cuda-cores", action="store_true",
-                        help="CUDA: 4- and 8-bit products on the CUDA-core kernel (quantized_skinny.py), not on tensor "
-                        "cores")
+                        help="CUDA: 4- and 8-bit products on the CUDA-core kernel (cuda/quantized_skinny.py), not on "
+                        "tensor cores")
     parser.add_argument("--model-thread", action="store_true",
                         help="run everything on the engine's MLX thread (its own streams), as the app does")
     args = parser.parse_args()
@@ -112,17 +112,16 @@ def measure(args: argparse.Namespace) -> None:
 
     import mlx.core as mx
 
-    from engines.mlx import linear
+    from engines.mlx.cuda import KernelChoice, chosen
     from engines.mlx.decoding import Sampling
-    from engines.mlx.engine import _own_decoder
+    from engines.mlx.engine import own_decoder
     from engines.mlx.loading import load_drafter, load_model
     from webapp.blas import blas_in_use
 
-    linear.FEW_ROW_KERNEL = not args.no_kernel
-    linear.TENSOR_CORES = not args.cuda_cores
     loaded = load_model(args.model)
     load_drafter(loaded, None)
-    decoder, _, _, _ = _own_decoder(loaded)
+    with chosen(KernelChoice(few_rows=not args.no_kernel, tensor_cores=not args.cuda_cores)):
+        decoder, _, _, _ = own_decoder(loaded)
     _progress(started, "loaded")
     ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()

@@ -18,7 +18,7 @@ SHAPES = {"attention/out (4096 x 4096)": (4096, 4096), "gate+up (16384 x 4096)":
 def main() -> None:
     import mlx.core as mx
 
-    from engines.mlx.skinny import MAX_ROWS, applies, skinny
+    from engines.mlx.cuda.skinny import MAX_ROWS, applies, skinny
 
     def per_product(fn, xs, w) -> float:
         times = []

@@ -24,7 +24,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import architecture
+from .architecture import HF, text_config
 from .checkpoint_files import checkpoint_config, special_ids
 from .tiny import build_tokenizer, printable_parameters
 
@@ -56,23 +56,6 @@ library_name: transformers
 
 A tiny random-weight Qwen 3.5 checkpoint in Hugging Face layout, for tests.
 """
-
-
-def text_config(vocab_size: int) -> dict:
-    """Toy sizes valid for Metal kernels (key head dim 32) and quantizable with groups of 32, 64 or 128."""
-    return architecture.text_config(
-        vocab_size,
-        hidden_size=128,
-        intermediate_size=256,
-        num_hidden_layers=4,
-        full_attention_interval=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        linear_num_key_heads=2,
-        linear_num_value_heads=4,
-        linear_key_head_dim=32,
-        linear_value_head_dim=32,
-    )
 
 
 def hf_config(mlx_config: dict, dtype: str) -> dict:
@@ -131,7 +114,7 @@ def mlx_parameters(folder: Path, seed: int = 0, image_processor: bool = False) -
     from tokenizers import Tokenizer
 
     ids = special_ids(Tokenizer.from_file(str(folder / "tokenizer.json")))
-    config = checkpoint_config(ids, text_config(ids["vocab_size"]))
+    config = checkpoint_config(ids, text_config(ids["vocab_size"], HF))
     if image_processor:
         config["vision_config"] = config["vision_config"] | VISION_SHAPE
     return config, printable_parameters(config, seed, folder)

@@ -36,7 +36,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import architecture
+from .architecture import rig_shape, text_config
 from .checkpoint_files import (
     SPECIAL_TOKENS, checkpoint_config, fresh_folder, random_parameters, save_checkpoint,
 )
@@ -80,33 +80,9 @@ PREPROCESSOR_CONFIG = {
 }
 
 
-def text_config(*, hidden: int, layers: int, intermediate: int, vocab: int) -> dict:
-    """Qwen 3.5's layer pattern at this size: 3 gated-delta layers to 1 gated full-attention layer,
-    query heads of 128 (64 below hidden 1024), a quarter as many key-value heads, untied LM head."""
-    head_dim = 128 if hidden >= 1024 else 64
-    heads = max(1, hidden // head_dim)
-    linear_heads = max(1, hidden // 256)
-    return architecture.text_config(
-        vocab,
-        hidden_size=hidden,
-        intermediate_size=intermediate,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=max(1, heads // 4),
-        head_dim=head_dim,
-        linear_num_key_heads=linear_heads,
-        linear_num_value_heads=2 * linear_heads,
-        linear_key_head_dim=head_dim,
-        linear_value_head_dim=head_dim,
-        tie_word_embeddings=False,
-        # mrope_section sums to head_dim * partial_rotary_factor / 2.
-        rope_parameters={"type": "default", "mrope_section": [head_dim // 16, head_dim // 32, head_dim // 32],
-                         "rope_theta": 100000, "partial_rotary_factor": 0.25},
-    )
-
-
-def rig_config(ids: dict[str, int], vision: bool = False, **shape) -> dict:
-    config = checkpoint_config(ids, text_config(**shape))
+def rig_config(ids: dict[str, int], *, hidden: int, layers: int, intermediate: int, vocab: int,
+               vision: bool = False) -> dict:
+    config = checkpoint_config(ids, text_config(vocab, rig_shape(hidden, layers, intermediate)))
     config["tie_word_embeddings"] = False
     if vision:
         config["vision_config"] = config["vision_config"] | VISION_TOWER
@@ -223,7 +199,7 @@ def build_rig(out: str | Path, *, hidden: int, layers: int, intermediate: int, v
     ids = build_tokenizer(out, vocab, corpus=_corpus(vocab, seed))
     if ids["vocab_size"] != vocab:
         raise ValueError(f"the tokenizer reached {ids['vocab_size']} tokens, not {vocab}: pick a smaller vocab")
-    config = rig_config(ids, vision, hidden=hidden, layers=layers, intermediate=intermediate, vocab=vocab)
+    config = rig_config(ids, hidden=hidden, layers=layers, intermediate=intermediate, vocab=vocab, vision=vision)
     words = word_mask(out)
     weights = agreeing_weights(random_parameters(config, seed), words, seed)
     if acceptance < 1.0:

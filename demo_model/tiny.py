@@ -13,30 +13,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import architecture
+from .architecture import TINY, text_config
 from .checkpoint_files import (
     bpe_trainer, checkpoint_config, fresh_folder, random_parameters, save_checkpoint, save_tokenizer,
 )
 
 VOCAB_SIZE = 2048
-
-
-def text_config(vocab_size: int) -> dict:
-    """The demo model's layer types at toy sizes, valid for Metal's kernels: built and run in well under a
-    second."""
-    return architecture.text_config(
-        vocab_size,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        full_attention_interval=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        # mlx-vlm's gated-delta Metal kernel assumes a key head dim divisible by 32 (and a value head dim
-        # by 8), so the suite runs the Metal branches on a Mac as it runs the CPU's here.
-        linear_key_head_dim=32,
-        linear_value_head_dim=32,
-    )
 
 
 def _corpus() -> list[str]:
@@ -89,7 +71,8 @@ def build_tiny_checkpoint(out: str | Path, seed: int = 0, moe: bool = False) -> 
     out = fresh_folder(out)
     ids = build_tokenizer(out)
     # The model's vocabulary matches the tokenizer's, so every sampled id decodes.
-    config = checkpoint_config(ids, (moe_text_config if moe else text_config)(ids["vocab_size"]))
+    text = moe_text_config(ids["vocab_size"]) if moe else text_config(ids["vocab_size"], TINY)
+    config = checkpoint_config(ids, text)
     if moe:
         config |= {"model_type": "qwen3_5_moe", "architectures": ["Qwen3_5MoeForConditionalGeneration"],
                    "vision_config": config["vision_config"] | {"model_type": "qwen3_5_moe"}}
@@ -114,7 +97,7 @@ def printable_parameters(config: dict, seed: int, folder: Path) -> dict:
 def moe_text_config(vocab_size: int) -> dict:
     """The tiny model's shape with a sparse feed-forward block (``qwen3_5_moe``, the 35B-A3B class): four
     experts, two per token, and a shared expert, in the body and in the MTP head."""
-    return text_config(vocab_size) | {
+    return text_config(vocab_size, TINY) | {
         "model_type": "qwen3_5_moe",
         "num_experts": 4,
         "num_experts_per_tok": 2,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Literal
 
 from .errors import EngineBusy, EngineError, EngineNotReady
-from .events import Event
+from .events import Event, ToolCall
 from .guard import BUSY, Claimed
 from .options import GenerationOptions
 
@@ -55,10 +55,12 @@ class Image:
 
 @dataclass(frozen=True)
 class Message:
-    role: Literal["system", "user", "assistant"]
+    role: Literal["system", "user", "assistant", "tool"]
     content: str
     reasoning: str = ""
     images: tuple[Image, ...] = ()  # a user message's images, in the order they were attached
+    tool_calls: tuple[ToolCall, ...] = ()  # an assistant message's calls, in the order it made them
+    tool_call_id: str = ""  # a tool message: the call whose result ``content`` is
 
 
 @dataclass
@@ -75,6 +77,10 @@ class Turn:
     options: GenerationOptions
     cancel: threading.Event = field(default_factory=threading.Event)
     continued: bool = False
+    # Functions the model may call, in OpenAI's shape ({"type": "function", "function": {"name", "description",
+    # "parameters"}}), and whether it must ("required"), may ("auto") or must not ("none") call one, or which.
+    tools: tuple[dict, ...] = ()
+    tool_choice: str | dict = "auto"
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,7 @@ class EngineInfo:
     quantized_verify_ratio: float | None = None  # quantized body on a CPU: a 4-row product's time / a 1-row one's
     vision: bool = False  # the model can take images
     vision_note: str | None = None  # cannot see: why, and how to load a model that can
+    tools: bool = False  # the engine passes tools to the model and reads its calls
 
     def to_dict(self) -> dict:
         return {
@@ -134,6 +141,7 @@ class EngineInfo:
             "quantized_verify_ratio": self.quantized_verify_ratio,
             "vision": self.vision,
             "vision_note": self.vision_note,
+            "tools": self.tools,
         }
 
 
@@ -220,6 +228,9 @@ class Engine(ABC):
             info = self.info()
             if not info.vision:
                 raise EngineError(info.vision_note or NO_VISION, code="no_vision")
+        if turn.tools and not self.info().tools:
+            raise EngineError(f"The {self.name} engine does not call tools yet: turn tools off, or switch to an "
+                              "engine that calls them.", code="no_tools")
 
     @abstractmethod
     def _stream(self, turn: Turn) -> Iterator[Event]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
-FinishReason = Literal["stop", "length", "cancelled", "error"]
+FinishReason = Literal["stop", "length", "cancelled", "error", "tool_calls"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,18 @@ class Answer(Delta):
 
 
 @dataclass(frozen=True)
+class ToolCall:
+    """A call the model made, outside its thinking: ``call`` names it within the reply, ``arguments`` are
+    parsed from the model's JSON. Arguments that could not be read leave ``arguments`` empty and say why in
+    ``error``, which goes back to the model as the call's result, so that the reply goes on."""
+
+    call: str
+    name: str
+    arguments: dict = field(default_factory=dict)
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Stats:
     """Live numbers so far (same keys as the final stats)."""
 
@@ -49,4 +61,4 @@ class Done:
     error_message: str | None = None
 
 
-Event = Union[Thinking, Answer, Stats, Done]
+Event = Union[Thinking, Answer, ToolCall, Stats, Done]

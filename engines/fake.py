@@ -7,10 +7,14 @@ until ``resume()``) so a live state lasts while the test looks at it. Each
 forward pass (one plain token, or one verify round with the drafter on) takes
 ``delay_s``; verify rounds keep drafts by a fixed pattern, so drafting is
 faster by the tokens a round yields, unless ``round_s`` makes each round cost
-more than that saves. A word is a token; given a context
+more than that saves; at block "auto" the real policy (block_policy.py) picks each pass's block, pricing
+passes at what they sleep. A word is a token; given a context
 (``context_words``) it measures prompts and refuses one that does not fit.
 It can see (``vision``): a reply to a message with images opens by saying how
 many it got and their sizes, and each image counts ``IMAGE_WORDS`` tokens.
+It calls tools as scripted (``tool_calls``): after its thinking, a reply whose turn offers tools makes the
+scripted calls of the tools offered and ends with ``tool_calls``; a reply after tool results answers by
+quoting them.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from collections.abc import Iterator
 
 from .base import Engine, EngineInfo, Message, Turn
 from .errors import EngineError
-from .events import Answer, Done, Event, Stats, Thinking
+from .events import Answer, Done, Event, Stats, Thinking, ToolCall
+from .block_policy import AUTO, BLOCKS, Memory, StepCosts
 from .options import GenerationOptions
 from .stats import StatsMeter
 
@@ -45,14 +50,17 @@ class FakeEngine(Engine):
         self.turns: list[Turn] = []
         self.context_words: int | None = None  # a context this many words long (a word is a token); None: unbounded
         self.round_s = 0.0  # what a verify round costs on top of ``delay_s``: a drafter that does not pay
+        self.auto = Memory()  # draft_block_size "auto": what it learned, per conversation
         self.answer: str | None = None  # the text every reply answers with, after its thinking (None: ANSWER)
         self.vision = True  # takes images; a test sets False for a model that cannot see
+        self.tool_calls: list[tuple[str, dict]] = []  # (tool, arguments) a reply offered those tools calls
+        self.calls_tools = True  # takes tools; a test sets False for an engine that cannot
 
     def info(self) -> EngineInfo:
         status = self._status
         return EngineInfo(self.name, "fake-model", "fake drafter", status.state, status.message, vision=self.vision,
                           vision_note=None if self.vision else "The fake model is set up blind: it cannot see "
-                          "images. Remove the images, or switch to a model that can see.")
+                          "images. Remove the images, or switch to a model that can see.", tools=self.calls_tools)
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", "loading the fake model")
@@ -72,8 +80,13 @@ class FakeEngine(Engine):
                        f"The conversation is {meter.prompt_tokens} tokens; this model holds at most "
                        f"{self.context_words}. Start a new chat, or send a shorter message.")
             return
-        drafts = opts.draft_block_size - 1 if opts.speculative else 0
-        rounds: list[tuple[int, int]] | None = [] if drafts else None
+        policy = None
+        if opts.speculative and opts.draft_block_size == AUTO:
+            # Auto prices rounds by what the fake's passes cost (read per reply: a test may change them).
+            pass_s = self.delay_s + self.round_s
+            self.auto.times.given = StepCosts(self.delay_s, 0.0, {2: pass_s, BLOCKS[-1]: pass_s})
+            policy = self.auto.policy(turn.conversation_id)
+        rounds: list[tuple[int, int]] | None = [] if opts.speculative else None
         if rounds is not None:
             meter.record_rounds(rounds)
         thinking_words = [(True, w + " ") for w in THINKING.split()][: opts.reasoning_budget]
@@ -81,8 +94,14 @@ class FakeEngine(Engine):
         images = next((m.images for m in reversed(turn.messages) if m.role == "user"), ())
         if images:
             answer = describe_images(images) + "\n\n" + answer
+        results = _tool_results(turn.messages)
+        if results:
+            answer = results + "\n\n" + answer
+        calls = self._calls(turn) if not results else []
+        if calls:
+            answer = ""
         meter.image_tokens = IMAGE_WORDS * sum(len(m.images) for m in turn.messages)
-        answer_words = [(False, w + " ") for w in answer.split(" ")]
+        answer_words = [(False, w + " ") for w in answer.split(" ")] if answer else []
         if turn.continued:  # go on after the words the unfinished reply already has
             said = turn.messages[-1]
             thinking_words = thinking_words[_words_in(thinking_words, said.reasoning):]
@@ -102,24 +121,39 @@ class FakeEngine(Engine):
                 while not (self._resume.acquire(timeout=0.02) or turn.cancel.is_set()):
                     pass
                 continue
+            block = policy.block() if policy else opts.draft_block_size if opts.speculative else 1
+            drafts = block - 1
             time.sleep(self.delay_s + (self.round_s if drafts else 0.0))
             # One forward pass: a plain token, or a verify round's kept drafts plus the verifier's token.
             kept = min(KEPT[len(rounds) % len(KEPT)], drafts, len(script) - n - 1) if drafts else 0
-            if rounds is not None:
+            if drafts:
                 rounds.append((kept, drafts))
                 meter.record_rounds(rounds)
+            meter.ran_block(block, auto=policy is not None)
+            if policy:
+                policy.observe(block, kept if drafts else None)
             for i, (thinking, text) in enumerate(script[n: n + kept + 1]):
                 if self.fail_after is not None and n >= self.fail_after:
                     raise EngineError("The fake engine failed on purpose.", code="generation_failed")
                 meter.token(thinking)
                 n += 1
                 delta = Thinking if thinking else Answer
-                yield delta(text, rounds=(kept,) if rounds is not None and i == kept else (),
+                yield delta(text, rounds=(kept,) if drafts and i == kept else (),
                             draft_spans=((0, len(text)),) if i < kept else ())
             if meter.live_due():
                 yield Stats(meter.snapshot())
         self._seen[turn.conversation_id] = meter.prompt_tokens + meter.tokens
+        if calls and finish == "stop":
+            yield from calls
+            finish = "tool_calls"
         yield Done(finish, meter.snapshot())
+
+    def _calls(self, turn: Turn) -> list[ToolCall]:
+        offered = {tool.get("function", {}).get("name") for tool in turn.tools}
+        if turn.tool_choice == "none":
+            return []
+        return [ToolCall(f"call_{n}", name, dict(arguments))
+                for n, (name, arguments) in enumerate(self.tool_calls) if name in offered]
 
     def prompt_size(self, messages: list[Message], options: GenerationOptions,
                     continued: bool = False) -> tuple[int, int] | None:
@@ -138,6 +172,7 @@ class FakeEngine(Engine):
 
     def forget(self, conversation_id: str) -> None:
         self._seen.pop(conversation_id, None)
+        self.auto.forget(conversation_id)
 
     def unload(self) -> None:
         self._set_state("error", "unloaded")
@@ -147,6 +182,16 @@ def describe_images(images) -> str:
     """What the fake model says it got: "I got 2 images: 64×48 PNG, 10×10 JPEG." """
     sizes = ", ".join(f"{i.width}×{i.height} {i.mime.split('/')[-1].upper()}" for i in images)
     return f"I got {len(images)} image{'s' if len(images) != 1 else ''}: {sizes}."
+
+
+def _tool_results(messages: list[Message]) -> str:
+    """The results the reply answers from: the tool messages after the last user message, quoted."""
+    results = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        results.insert(0, f"The tool said: {message.content}")
+    return " ".join(results)
 
 
 def _words(messages: list[Message]) -> int:

@@ -34,6 +34,7 @@ from .sse import (IMAGES_HINT, Cancelled, EventStream, as_text, connect_error, e
                   open_event_stream, send_cancellable)
 from .stats import StatsMeter
 from .thinking import ThinkSplitter
+from .tool_calls import ToolCallAssembler, openai_tool_calls
 
 log = logging.getLogger(__name__)
 DEFAULT_STALL_S = 60.0  # longer than any keep-alive interval in use (MTPLX 5 s, llama.cpp 30 s)
@@ -57,7 +58,13 @@ CONFLICT_RETRIES = 30
 
 def message_body(message: Message) -> dict:
     """A message as the server takes it: its text as a string, or with images, a text part then one
-    ``image_url`` part (a data URL) per image, in the order they were attached."""
+    ``image_url`` part (a data URL) per image, in the order they were attached; an assistant's calls as
+    ``tool_calls``, and a tool's result with the call it answers."""
+    if message.role == "tool":
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.tool_calls:
+        return {"role": "assistant", "content": message.content or None,
+                "tool_calls": openai_tool_calls(message.tool_calls)}
     if not message.images:
         return {"role": message.role, "content": message.content}
     parts = [{"type": "text", "text": message.content}] if message.content else []
@@ -114,6 +121,7 @@ class ReplyReader:
         self.splitter = ThinkSplitter()
         self.guard = RepetitionGuard()
         self.finish: str | None = None
+        self.calls = ToolCallAssembler()
         self.chunks = 0
         self.reported: dict = {}  # numbers the server sent, in the stats dict's keys
         self.skipped = 0  # malformed SSE lines
@@ -141,6 +149,7 @@ class ReplyReader:
             if isinstance(content, str) and content:
                 for event in self.splitter.feed(content):
                     self._add(event)
+            self.calls.feed(delta.get("tool_calls"))
             if isinstance(choice.get("finish_reason"), str):
                 self.finish = choice["finish_reason"]
         self.read_usage(chunk.get("usage"))
@@ -258,6 +267,12 @@ class ReplyReader:
         drafted, accepted = as_int(timings.get("draft_n")), as_int(timings.get("draft_n_accepted"))
         if drafted is not None and accepted is not None:
             self.reported.update(drafted=drafted, accepted=accepted)
+        # specchat's API sends these beside llama.cpp's names.
+        by_depth = timings.get("acceptance_by_depth")
+        if isinstance(by_depth, list) and all(as_float(a) is not None or a is None for a in by_depth):
+            self.reported["acceptance_by_depth"] = by_depth
+        if as_int(timings.get("rounds")) is not None:
+            self.reported["rounds"] = as_int(timings["rounds"])
         if "prompt_tokens" not in self.reported and as_int(timings.get("prompt_n")) is not None:
             self.reported["prompt_tokens"] = as_int(timings["prompt_n"])
         prompt_ms = as_float(timings.get("prompt_ms"))
@@ -319,7 +334,7 @@ class OpenAICompatEngine(Engine):
     def info(self) -> EngineInfo:
         status = self._status
         return EngineInfo(self.name, self.model or "", self._drafter, status.state, status.message, status.progress,
-                          vision=self.vision, vision_note=self.vision_note)
+                          vision=self.vision, vision_note=self.vision_note, tools=True)
 
     def load(self, options: GenerationOptions) -> None:
         self._set_state("loading", f"connecting to {self.base_url}")
@@ -427,6 +442,8 @@ class OpenAICompatEngine(Engine):
         }
         if self.model:
             body["model"] = self.model
+        if turn.tools:
+            body.update(tools=list(turn.tools), tool_choice=turn.tool_choice)
         if thinking and self.tell_budget:
             body["thinking_budget"] = max(0, options.reasoning_budget - SERVER_CLOSE_TOKENS)
         return body
@@ -497,8 +514,14 @@ class OpenAICompatEngine(Engine):
             self.cancel_remote(turn)
             yield Done("cancelled", reader.snapshot())
             return
-        # A bound passed (thinking again after its cut, or the answer) ends the reply as the server's limit would.
-        yield Done("length" if bound or reader.finish == "length" else "stop", reader.snapshot())
+        # A bound passed (thinking again after its cut, or the answer) ends the reply as the server's limit would;
+        # a call cut short by it is not made.
+        if bound or reader.finish == "length":
+            yield Done("length", reader.snapshot())
+            return
+        calls = reader.calls.calls()
+        yield from calls
+        yield Done("tool_calls" if calls else "stop", reader.snapshot())
 
     def _read(self, turn: Turn, reader: ReplyReader, body: dict, retry: bool = False):
         """Stream one request into ``reader``; returns the bound that cut it ("budget", "answer") or None.

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class GenerationOptions(BaseModel):
@@ -19,8 +19,9 @@ class GenerationOptions(BaseModel):
     speculative: bool = Field(
         True, description="Draft tokens with the drafter and verify them.", title="Use the drafter"
     )
-    draft_block_size: int = Field(
-        4, ge=2, le=16, description="Tokens per draft round, anchor included (2 drafts one token).",
+    draft_block_size: Annotated[int, Field(ge=2, le=16)] | Literal["auto"] = Field(
+        "auto", description="Tokens per draft round, anchor included (2 drafts one token); \"auto\" picks it "
+        "from the live acceptance and this machine's round costs, and turns drafting off where it does not pay.",
         title="Draft block size",
     )
     temperature: float = Field(0.0, ge=0.0, le=2.0, description="0 is greedy.", title="Temperature")
@@ -50,6 +51,28 @@ class GenerationOptions(BaseModel):
         description="MLX engine: specchat's own compiled draft/verify loop, or mlx-vlm's (for comparison).",
         title="Decode loop",
     )
+
+    tools: bool = Field(
+        True, description="Offer the model the tools switched on in the Tools section.", title="Tools"
+    )
+    max_tool_steps: int = Field(8, ge=1, le=64, description="Most tool calls in one reply.", title="Most tool calls")
+    tool_timeout_s: int = Field(
+        60, ge=1, le=3600, description="A tool call running longer is cancelled and reported to the model as failed.",
+        title="Tool timeout",
+    )
+    tool_result_chars: int = Field(
+        20000, ge=1000, le=1000000, description="A longer tool result is cut, with a note saying so.",
+        title="Tool result length",
+    )
+
+    @field_validator("draft_block_size", mode="wrap")
+    @classmethod
+    def _block(cls, value, handler):
+        """One sentence for a bad block, where the union would give one per branch."""
+        try:
+            return handler(value)
+        except ValidationError:
+            raise ValueError('use a whole number from 2 to 16, or "auto" to let the engine pick it') from None
 
     def updated(self, values: dict) -> "GenerationOptions":
         """A validated copy with ``values`` applied (raises pydantic.ValidationError)."""

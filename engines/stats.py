@@ -65,6 +65,8 @@ class StatsMeter:
         self.by_depth: list[float | None] | None = None
         self.rounds: list[tuple[int, int]] | None = None  # (accepted, drafted) per verify round
         self.decode_loop: tuple[str, str | None] | None = None  # (loop, why when not specchat's): MLX only
+        self.blocks: dict[int, int] | None = None  # rounds per draft block (1: plain steps), where counted
+        self.auto_block: int | None = None  # draft_block_size "auto": the block it runs at now (1: drafting off)
         # The time to first token's parts, where the engine can tell them apart: the vision tower's time on
         # this turn's images, then the prompt's prefill; the rest is the first token's own step.
         self.image_tokens = 0
@@ -94,6 +96,25 @@ class StatsMeter:
         self.drafted = sum(d for _, d in rounds)
         self.accepted = sum(a for a, _ in rounds)
         self.by_depth = acceptance_by_depth(rounds)
+
+    def ran_block(self, block: int, auto: bool = False) -> None:
+        """One decode step after the first token: a plain step (block 1) or a round at ``block``; ``auto``: the
+        block was auto's choice."""
+        if self.blocks is None:
+            self.blocks = {}
+        self.blocks[block] = self.blocks.get(block, 0) + 1
+        if auto:
+            self.auto_block = block
+
+    def block_history(self) -> dict[str, int] | None:
+        """``block_history``: rounds per block size, keyed by the block as text; from the verify rounds where
+        the steps were not counted (every step a round); None where neither is known (a daemon)."""
+        blocks = self.blocks
+        if blocks is None and self.rounds is not None:
+            blocks = {}
+            for _, drafted in self.rounds:
+                blocks[drafted + 1] = blocks.get(drafted + 1, 0) + 1
+        return None if blocks is None else {str(k): blocks[k] for k in sorted(blocks)}
 
     def ran_on(self, loop: str, reason: str | None = None) -> None:
         """The decode loop this reply runs on, and why when it is not specchat's own (``decode_loop`` stats)."""
@@ -141,6 +162,8 @@ class StatsMeter:
             "acceptance": acceptance,
             "acceptance_by_depth": self.by_depth,
             **round_stats(self.rounds),
+            "block_history": self.block_history(),
+            "auto_block": self.auto_block,
             **loop,
             "image_tokens": self.image_tokens,
             "vision_ms": self.vision_ms,

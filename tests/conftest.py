@@ -57,9 +57,9 @@ def float16_base(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_runner():
-    """The shipped demo model loaded once for every test that asks it (demo_model.evaluate's Runner)."""
+    """The shipped demo model loaded once for every test that asks it (training.evaluate's Runner)."""
     from demo_model import DEFAULT_MODEL
-    from demo_model.evaluate import Runner
+    from training.evaluate import Runner
 
     return Runner(str(DEFAULT_MODEL))
 

@@ -73,3 +73,28 @@ def test_runs_are_auto_unless_given():
     from webapp.measurement.bench import parse_args
 
     assert parse_args([]).runs == "auto" and parse_args(["--runs", "4"]).runs == 4
+
+
+def test_bench_runs_block_auto_and_names_what_it_chose(tmp_path):
+    out = tmp_path / "block-auto.json"
+    done = bench("--engine", "fake", "--runs", "2", "--blocks", "1,3,auto", "--max-tokens", "12", "--budget", "0",
+                 "--json", str(out), timeout=120)
+    assert done.returncode == 0, done.stderr
+    rows = {row["block"]: row for row in json.loads(out.read_text())["rows"]}
+    assert list(rows) == [1, 3, "auto"]
+    auto = rows["auto"]
+    assert auto["chose"].startswith("auto (") and auto["identical"] is True and auto["runs"] == 2
+    assert sum(auto["block_history"].values()) > 0 and all(key.isdigit() for key in auto["block_history"])
+    assert rows[3]["chose"] == "3" and set(rows[3]["block_history"]) == {"3"}
+    assert rows[1]["block_history"] == {"1": rows[1]["block_history"]["1"]}
+    lines = done.stdout.splitlines()
+    assert any(line.startswith(auto["chose"] + " ") for line in lines)  # the table names the row by it
+
+
+def test_blocks_take_auto_once():
+    from webapp.measurement.bench import parse_args
+
+    assert parse_args([]).blocks == [1, 2, 3, 4, "auto"]
+    assert parse_args(["--blocks", "1,auto"]).blocks == [1, "auto"]
+    done = bench("--blocks", "1,auto,auto", timeout=60)
+    assert done.returncode == 2 and "each listed once" in done.stderr

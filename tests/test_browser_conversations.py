@@ -8,6 +8,7 @@ import re
 import pytest
 import requests
 
+from engines.block_policy import block_label
 from engines.fake import ANSWER, THINKING
 from tests.support.browser import DESKTOP, PHONE, TABLET, done_count, painted, send
 
@@ -36,9 +37,10 @@ def test_reload_restores_the_conversation_named_in_the_url(open_page, fake_serve
     assert page.locator(".msg.user .bubble").all_inner_texts() == ["first question", "second question"]
     answers = page.locator(".msg.assistant .answer")
     assert all("Here is an answer with code" in text for text in answers.all_inner_texts())
-    # Each reply says what produced it, from the stored settings.
+    # Each reply says what produced it, from the stored settings: on block "auto", the block its stats say ran most.
+    history = next(m for m in stored(fake_server, id)["messages"] if m["role"] == "assistant")["stats"]["block_history"]
     assert page.locator(".msg.assistant").first.locator('[data-stat="produced"]').inner_text() == \
-        "drafter on · block 4 · budget 512"
+        f"drafter on · block {block_label('auto', history)} · budget 512"
 
     # The next message continues the stored branch.
     send(page, "third question", 3)

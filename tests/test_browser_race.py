@@ -7,7 +7,7 @@ import struct
 import pytest
 import requests
 
-from tests.support.browser import factor, painted, race, wait_for_frame, wait_in_page, wait_race_done, wait_ready
+from tests.support.browser import factor, painted, race, wait_for_frame, wait_race_done, wait_ready
 
 pytestmark = pytest.mark.browser
 
@@ -45,6 +45,9 @@ def test_race_fills_both_lanes_and_sums_up(tab):
     assert f"{factor(done['speedup']['min'])}–{factor(done['speedup']['max'])}" in verdict
     assert "median of 3 runs" in verdict
     assert view.locator("tr[data-row=tok_s] td").nth(1).inner_text().startswith(f"{done['on']['tok_s']['median']:.1f}")
+    # The default block is "auto": the summary names the block it ran most.
+    assert done["chose"].startswith("auto (")
+    assert view.locator("tr[data-row=block] td").nth(1).inner_text() == done["chose"]
     assert view.locator(".race-identical").get_attribute("data-identical") == "true"
     # The drafter-off lane's median becomes the bar later replies are judged against.
     assert f"{done['off']['tok_s']['median']:.1f} tok/s (from the last race)" in \
@@ -187,6 +190,7 @@ def test_tint_marks_drafted_text_without_touching_the_markdown(tab):
 
 def test_slow_drafting_gets_a_notice_with_a_block_that_the_depths_or_the_sweep_support(tab):
     host = tab.server.host
+    host.update_settings({"draft_block_size": 4})  # a fixed block to advise below ("auto" would pick its own)
     # No drafter can beat that, at the context of the replies here.
     host.baselines.put(host.engine.info(), 100_000.0, "calibration", prompt_tokens=10)
     tab.open()
@@ -330,6 +334,7 @@ def test_the_first_drafter_on_reply_measures_the_drafter_off_speed_once_and_is_j
     host, engine = tab.server.host, tab.server.engine
     engine.round_s = 0.2  # each verify round costs more than its drafts save: drafting does not pay here
     engine.delay_s = 0.05
+    host.update_settings({"draft_block_size": 4})  # at a fixed block: "auto" would turn drafting off
     calibrations = []
     tab.page.on("response", lambda r: r.url.endswith("/api/calibrate") and calibrations.append(r.status))
     tab.open()
@@ -356,25 +361,39 @@ def test_the_first_drafter_on_reply_measures_the_drafter_off_speed_once_and_is_j
 
 def test_a_message_sent_while_the_speed_is_measured_goes_first(tab):
     host, engine = tab.server.host, tab.server.engine
-    engine.delay_s = 0.15  # a measurement of a dozen tokens lasts long enough to send into
+    stream = engine.stream
+    measurements = []
+
+    def held_first_measurement(turn):
+        """The first measurement pauses at its first token until a message ends it: the message is sent while it
+        runs, however long the page takes to send it."""
+        if turn.id == "calibration":
+            measurements.append(turn)
+            if len(measurements) == 1:
+                engine.holds = [1]
+        return stream(turn)
+
+    engine.stream = held_first_measurement
     calibrations = []
     tab.page.on("response", lambda r: r.url.endswith("/api/calibrate") and calibrations.append(r.status))
     tab.open()
-    tab.page.fill("#prompt", "hello")
-    tab.page.press("#prompt", "Enter")
-    tab.page.wait_for_function(
-        "() => document.querySelector('#baseline-status').textContent.startsWith('Measuring')", timeout=30_000)
-    tab.page.fill("#prompt", "next")
-    tab.page.press("#prompt", "Enter")
-    tab.page.wait_for_function(
-        "() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2", timeout=30_000)
-    assert tab.page.locator(".msg.assistant").nth(1).get_attribute("data-finish") == "stop"
-    # The measurement gave way, quietly, and is taken again after the next drafter-on reply.
-    tab.page.wait_for_function(
-        "() => /tok\\/s \\(measured\\)/.test(document.querySelector('#baseline-status').textContent)",
-        timeout=30_000)
-    # The page can show the measurement before the second response's event reaches this process.
-    wait_in_page(tab.page, lambda: len(calibrations) >= 2, 5, 0.05)
+    # The second measurement's response, once the page has it: the one taken again after the next reply.
+    with tab.page.expect_response(lambda r: r.url.endswith("/api/calibrate") and len(measurements) == 2,
+                                  timeout=60_000):
+        tab.page.fill("#prompt", "hello")
+        tab.page.press("#prompt", "Enter")
+        tab.page.wait_for_function(
+            "() => document.querySelector('#baseline-status').textContent.startsWith('Measuring')", timeout=30_000)
+        tab.page.fill("#prompt", "next")
+        tab.page.press("#prompt", "Enter")
+        tab.page.wait_for_function(
+            "() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2", timeout=30_000)
+        assert tab.page.locator(".msg.assistant").nth(1).get_attribute("data-finish") == "stop"
+        # The measurement gave way, quietly, and is taken again after the next drafter-on reply.
+        tab.page.wait_for_function(
+            "() => /tok\\/s \\(measured\\)/.test(document.querySelector('#baseline-status').textContent)",
+            timeout=30_000)
+    assert measurements[0].cancel.is_set()  # the message ended the first measurement
     assert calibrations == [200, 200] and tab.page.locator("#calibrate-error").is_hidden()
     assert host.baselines.get(host.engine.info())["source"] == "calibration"
 

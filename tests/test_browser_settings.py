@@ -36,8 +36,9 @@ def wait_quick(page, name: str, text: str) -> None:
 def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_server):
     page = open_page()
     start = server_settings(fake_server)
-    assert start["speculative"] is True and start["draft_block_size"] == 4 and start["reasoning_budget"] == 512
-    wait_quick(page, "block", "4")
+    assert start["speculative"] is True and start["draft_block_size"] == "auto" and start["reasoning_budget"] == 512
+    wait_quick(page, "block", "auto")
+    assert page.locator("#quick-bar [data-quick=blockDown]").is_disabled()  # "auto" is below the smallest block
     bar = page.locator("#quick-bar")
     # Every control says what it acts on and which key does it.
     for name, key in [("drafter", "Alt+D"), ("blockUp", "Alt+B"), ("blockDown", "Alt+Shift+B"),
@@ -56,19 +57,23 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
 
     page.focus("#prompt")  # the keys work while typing a message
     page.keyboard.press("Alt+D")
+    page.keyboard.press("Alt+B")  # up from "auto" before it chose a block: the smallest
+    wait_quick(page, "block", "2")
     page.keyboard.press("Alt+B")
-    wait_quick(page, "block", "5")
+    wait_quick(page, "block", "3")
     page.keyboard.press("Alt+Shift+T")
     wait_quick(page, "budget", "256")
     page.wait_for_function("() => document.querySelector('#settings [name=reasoning_budget]')?.value === '256'")
-    server_has(page, fake_server, speculative=True, draft_block_size=5, reasoning_budget=256)
+    server_has(page, fake_server, speculative=True, draft_block_size=3, reasoning_budget=256)
     values = server_settings(fake_server)
-    assert (values["speculative"], values["draft_block_size"], values["reasoning_budget"]) == (True, 5, 256)
+    assert (values["speculative"], values["draft_block_size"], values["reasoning_budget"]) == (True, 3, 256)
     assert page.input_value("#prompt") == ""  # the keys typed nothing
 
     bar.locator("[data-quick=blockDown]").click()
+    bar.locator("[data-quick=blockDown]").click()  # down from the smallest block: "auto"
     bar.locator("[data-quick=budgetUp]").click()
-    wait_quick(page, "block", "4")
+    wait_quick(page, "block", "auto")
+    server_has(page, fake_server, draft_block_size="auto")
     wait_quick(page, "budget", "512")
     for _ in range(4):
         page.keyboard.press("Alt+Shift+T")
@@ -91,6 +96,7 @@ def test_the_quick_bar_changes_settings_with_one_click_or_key(open_page, fake_se
 
 
 def test_the_quick_bar_and_the_pane_show_other_tabs_changes_live(open_page, fake_server):
+    other_tab(fake_server, draft_block_size=4)
     page = open_page()
     second = open_page()
     wait_quick(page, "block", "4")
@@ -123,7 +129,7 @@ def test_a_broadcast_never_overwrites_what_is_being_typed(open_page, fake_server
     block.fill("99")
     block.press("Tab")
     error = page.locator("#setting-draft_block_size-error")
-    assert error.inner_text() == "Draft block size must be from 2 to 16 tokens."
+    assert error.inner_text() == "Draft block size must be from 2 to 16 tokens, or auto."
     assert block.get_attribute("aria-invalid") == "true"
     assert server_settings(fake_server)["draft_block_size"] == 7
     other_tab(fake_server, draft_block_size=3)
@@ -215,6 +221,7 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
                     });
                 }
             };""")
+        other_tab(fake_server, draft_block_size=4)
         page.goto(fake_server.url)
         page.wait_for_selector("#engine[data-state=ready]")
         wait_quick(page, "block", "4")
@@ -240,3 +247,30 @@ def test_quick_bar_presses_in_flight_never_show_an_older_value(browser, fake_ser
         assert server_settings(fake_server)["draft_block_size"] == 7
     finally:
         context.close()
+
+
+def test_the_quick_bar_and_the_pane_show_the_block_auto_chose(tab, fake_server):
+    page = tab.page
+    tab.open()
+    wait_quick(page, "block", "auto")
+    note = page.locator("#setting-draft_block_size-note")
+    assert note.count() == 0 or note.is_hidden()  # nothing chosen before a reply
+    page.fill("#prompt", "hello")
+    page.press("#prompt", "Enter")
+    page.wait_for_selector('.msg.assistant[data-state="done"]')
+    chose = tab.of_type("done")[-1]["stats"]["auto_block"]
+    assert chose > 1  # the fake's drafts pay
+    wait_quick(page, "block", f"auto ({chose})")
+    assert note.inner_text() == f"auto runs block {chose} now."
+    # Rounds that now cost more than they yield: the next reply runs plain steps, and the page says so.
+    fake_server.engine.round_s = 0.2
+    page.fill("#prompt", "again")
+    page.press("#prompt", "Enter")
+    wait_quick(page, "block", "auto (off)")
+    assert wait_in_page(page, lambda: len(tab.of_type("done")) == 2)
+    assert tab.of_type("done")[-1]["stats"]["auto_block"] == 1
+    assert note.inner_text().startswith("auto has drafting off now")
+    # A fixed block shows as itself, and the note goes.
+    other_tab(fake_server, draft_block_size=5)
+    wait_quick(page, "block", "5")
+    assert note.is_hidden()

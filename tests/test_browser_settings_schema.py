@@ -34,12 +34,14 @@ def test_labels_limits_and_choices_are_the_schemas(browser, fake_server):
         for key, prop in GenerationOptions.model_json_schema()["properties"].items():
             assert label_of(page, key) == prop["title"], key
             field = page.locator(f"#settings [name={key}]")
-            if prop["type"] in ("integer", "number") and "enum" not in prop:
-                assert float(field.get_attribute("max")) == prop["maximum"], key
-                if "minimum" in prop:
-                    assert float(field.get_attribute("min")) == prop["minimum"], key
+            # A number that also takes a word ("auto") is a union: its limits are its number branch's.
+            number = next((b for b in prop.get("anyOf", [prop]) if b.get("type") in ("integer", "number")), None)
+            if number is not None and "enum" not in prop:
+                assert float(field.get_attribute("max")) == number["maximum"], key
+                if "minimum" in number:
+                    assert float(field.get_attribute("min")) == number["minimum"], key
                 else:
-                    assert float(field.get_attribute("data-above")) == prop["exclusiveMinimum"], key
+                    assert float(field.get_attribute("data-above")) == number["exclusiveMinimum"], key
             if "enum" in prop:
                 options = field.evaluate("(select) => [...select.options].map((option) => option.value)")
                 assert options == prop["enum"], key
@@ -52,7 +54,8 @@ def test_labels_limits_and_choices_are_the_schemas(browser, fake_server):
 def test_a_served_schema_with_other_limits_moves_the_pane_and_the_quick_bar(browser, fake_server):
     schema = requests.get(f"{fake_server.url}/api/settings/schema", timeout=5).json()["schema"]
     block = schema["properties"]["draft_block_size"]
-    block["maximum"], block["title"] = 5, "Block (as served)"
+    number = next(branch for branch in block["anyOf"] if branch.get("type") == "integer")
+    number["maximum"], block["title"] = 5, "Block (as served)"
 
     def serve(route):
         route.fulfill(status=200, content_type="application/json", body=json.dumps({"ok": True, "schema": schema}))
@@ -63,7 +66,7 @@ def test_a_served_schema_with_other_limits_moves_the_pane_and_the_quick_bar(brow
         field = page.locator("#settings [name=draft_block_size]")
         assert label_of(page, "draft_block_size") == "Block (as served)"
         assert field.get_attribute("max") == "5"
-        assert page.locator("#setting-draft_block_size-range").inner_text() == "2 to 5 tokens"
+        assert page.locator("#setting-draft_block_size-range").inner_text() == "2 to 5 tokens, or auto"
         page.wait_for_function("() => document.querySelector('#quick-bar [data-quick=block]').textContent === '5'")
         assert page.locator("#quick-bar [data-quick=blockUp]").is_disabled()
         assert page.locator("#quick-bar [data-quick=blockDown]").is_enabled()
@@ -72,7 +75,12 @@ def test_a_served_schema_with_other_limits_moves_the_pane_and_the_quick_bar(brow
         field.press("Tab")
         error = page.locator("#setting-draft_block_size-error")
         error.wait_for()
-        assert error.inner_text() == "Block (as served) must be from 2 to 5 tokens."
+        assert error.inner_text() == "Block (as served) must be from 2 to 5 tokens, or auto."
+        field.fill("auto")  # the word the schema adds is taken as it is
+        field.press("Tab")
+        page.wait_for_function("() => document.querySelector('#quick-bar [data-quick=block]').textContent === 'auto'")
+        assert error.is_hidden()
+        assert requests.get(f"{fake_server.url}/api/settings", timeout=5).json()["values"]["draft_block_size"] == "auto"
     finally:
         context.close()
 

@@ -126,7 +126,9 @@ def test_regenerate_edit_and_select_give_the_engine_each_branch(mlx_app):
 
 
 def test_continue_goes_on_from_the_replys_own_tokens_in_the_same_message(mlx_app):
-    mlx_app.host.update_settings({"reasoning_budget": 0, "max_tokens": 6})
+    # Block 4 as before auto: its rounds end at the sixth token, so the cache holds no token past the cut (with
+    # one it would start afresh) and the reply can go on from its own tokens.
+    mlx_app.host.update_settings({"reasoning_budget": 0, "max_tokens": 6, "draft_block_size": 4})
     try:
         with WsClient(mlx_app.ws_url) as ws:
             conversation = ws.hello["conversation"]

@@ -30,7 +30,7 @@ def test_every_message_is_stored_under_the_conversation_id_the_tab_was_given(fak
     assert answer["content"] == texts(frames, "answer") and answer["thinking"] == texts(frames, "thinking")
     assert answer["stats"] == done["stats"]
     assert answer["settings"] == {"engine": "fake", "model": "fake-model", "drafter": "fake drafter",
-                                  "speculative": True, "draft_block_size": 4, "reasoning_budget": 512,
+                                  "speculative": True, "draft_block_size": "auto", "reasoning_budget": 512,
                                   "temperature": 0.0, "top_p": 1.0, "max_tokens": 1024}
 
 

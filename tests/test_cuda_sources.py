@@ -6,7 +6,7 @@ tests/test_decode_loop.py)."""
 
 import pytest
 
-from engines.mlx import quantized_mma, quantized_skinny, recurrence, skinny
+from engines.mlx.cuda import quantized_mma, quantized_skinny, recurrence, skinny
 from tests.support import nvrtc
 
 pytestmark = pytest.mark.skipif(not nvrtc.available(), reason="NVIDIA's runtime compiler is not installed")
@@ -80,7 +80,7 @@ def test_the_recurrence_kernel_compiles(dtype):
     inputs = {name: dtype for name in ("q", "k", "v", "g", "beta")} | {"state_in": "float32"}
     outputs = {"y": dtype, "state_out": "float32", "states": "float32"}
     template = {"InT": dtype, "StT": "float32", "T": 4, "Dk": 128, "Dv": 128, "Hk": 16, "Hv": 32}
-    _compiles_cleanly(nvrtc.wrap(recurrence.CUDA_SOURCE, inputs, outputs, template))
+    _compiles_cleanly(nvrtc.wrap(recurrence.SOURCE, inputs, outputs, template))
 
 
 def test_a_kernel_that_does_not_compile_fails_here():

@@ -2,17 +2,16 @@
 
 import math
 import threading
-from pathlib import Path
 
 import pytest
 
+from demo_model import DEFAULT_MODEL as DEMO
 from engines import Answer, Done, GenerationOptions, Message, Thinking, Turn, guarded
 from engines.mlx.decoding import Decoder, Sampling
 from engines.mlx.loading import load_drafter, load_model
 
 pytestmark = pytest.mark.slow
 
-DEMO = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
 BLOCKS = (2, 3, 4, 5, 6)
 
 
@@ -78,7 +77,7 @@ def test_fused_rotation_equals_mlx_vlms_mrope_on_text_positions(demo, dtype):
 
     from dataclasses import replace
 
-    from engines.mlx.stepper import _rotate
+    from engines.mlx.stepper import rotate
 
     attn = next(layer.mixer for layer in Decoder(demo.model).target.layers if not layer.is_linear)
     assert attn.rotary.periods is not None
@@ -86,8 +85,8 @@ def test_fused_rotation_equals_mlx_vlms_mrope_on_text_positions(demo, dtype):
     keys = mx.random.normal((1, 2, 5, attn.head_dim), key=mx.random.key(2)).astype(getattr(mx, dtype))
     positions = (mx.arange(5, dtype=mx.int32) + 700)[None]
     ids = mx.broadcast_to(positions[None], (3, *positions.shape))
-    fused = _rotate(attn.rotary, queries, keys, positions, ids)
-    theirs = _rotate(replace(attn.rotary, periods=None), queries, keys, positions, ids)
+    fused = rotate(attn.rotary, queries, keys, positions, ids)
+    theirs = rotate(replace(attn.rotary, periods=None), queries, keys, positions, ids)
     assert not mx.array_equal(fused[0], queries)  # it rotates
     for ours, reference in zip(fused, theirs):
         assert mx.allclose(ours.astype(mx.float32), reference.astype(mx.float32), atol=1e-5).item()

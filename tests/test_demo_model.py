@@ -4,15 +4,14 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-from demo_model import corpus
-from demo_model.evaluate import answer_number, messages
+from demo_model import DEFAULT_MODEL as CHECKPOINT
 from engines.mlx.loading import has_bundled_mtp
+from training import corpus
+from training.evaluate import answer_number, messages
 
-CHECKPOINT = Path(__file__).resolve().parent.parent / "demo_model" / "specchat-demo"
 FILES = ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja"]
 
 
@@ -112,7 +111,7 @@ def test_sums_draw_a_number_with_its_own_first_or_last_digits_either_way_round()
     import random
 
     rng = random.Random(6)
-    drawn = [corpus._overlapping_operands(rng) for _ in range(2000)]
+    drawn = [corpus.overlapping_operands(rng) for _ in range(2000)]
     for a, b in drawn:
         short, long = sorted((str(a), str(b)), key=len)
         assert len(short) < len(long) and (long.endswith(short) or long.startswith(short)), (a, b)
@@ -146,28 +145,28 @@ def test_sums_and_products_are_asked_what_they_equal_but_never_in_the_held_out_w
 def test_word_start_words_keep_their_first_token_and_the_probe_draws_each_set_as_named():
     import random
 
-    from demo_model import probe_words
+    from training import probe_words
 
-    tokenizer = probe_words._tokenizer()
+    tokenizer = probe_words.demo_tokenizer()
     starts = corpus.word_start_pieces()
     assert {"me", "go", "un", "an"} <= set(starts) and all(2 <= len(s) <= 3 and s.islower() for s in starts)
     rng = random.Random(3)
     drawn = [corpus.pieces_word(rng, "me") for _ in range(200)]
     assert all(w.startswith("me") and len(w) > 2 for w in drawn)
-    assert sum(probe_words._first_token(tokenizer, w) == "Ġme" for w in drawn) > 100  # most keep " me" once encoded
+    assert sum(probe_words.first_token(tokenizer, w) == "Ġme" for w in drawn) > 100  # most keep " me" once encoded
     clause_starts = corpus.clause_word_starts()
     assert {"in", "is", "it", "of", "do", "me"} <= set(clause_starts) < set(starts) and "go" not in clause_starts
     counted = [corpus.any_word(rng) for _ in range(5000)]
-    assert sum(probe_words._first_token(tokenizer, w)[1:] in clause_starts for w in counted) > 5000 * 0.08
+    assert sum(probe_words.first_token(tokenizer, w)[1:] in clause_starts for w in counted) > 5000 * 0.08
 
     probe = probe_words.words(random.Random(5), 30, probe=True)
     control = probe_words.words(random.Random(5), 30, probe=False)
     held_out = set(corpus.HELD_OUT_WORDS)
     for word in probe + control:
         assert probe_words.MIN_LETTERS <= len(word) <= probe_words.MAX_LETTERS and word not in held_out
-    assert all(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in probe)
-    assert all(len(probe_words._first_token(tokenizer, w)) == 3 for w in control)
-    assert not any(probe_words._first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in control)
+    assert all(probe_words.first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in probe)
+    assert all(len(probe_words.first_token(tokenizer, w)) == 3 for w in control)
+    assert not any(probe_words.first_token(tokenizer, w)[1:] in probe_words.WORD_STARTS for w in control)
     assert probe_words.tally([2, 3, 2, 4], [True, False, False, True]) == "2 1/2, 3 0/1, 4 1/1"
 
 
@@ -188,7 +187,7 @@ def test_tempting_words_glue_a_word_of_the_questions_or_units_whole_or_cut_to_ot
 def test_the_letter_probe_asks_every_letter_in_every_held_out_wording_of_words_that_have_it():
     import random
 
-    from demo_model import evaluate, probe_letters
+    from training import evaluate, probe_letters
 
     asked = probe_letters.questions(random.Random(7), 2)
     assert len(asked) == 26 * len(evaluate.HELD_OUT_LETTERS) * 2
@@ -206,7 +205,7 @@ def test_the_letter_probe_asks_every_letter_in_every_held_out_wording_of_words_t
 
 @pytest.mark.slow
 def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():
-    out = subprocess.run([sys.executable, "-m", "demo_model.evaluate", str(CHECKPOINT), "--ask", "What is 12 + 30?"],
+    out = subprocess.run([sys.executable, "-m", "training.evaluate", str(CHECKPOINT), "--ask", "What is 12 + 30?"],
                          cwd=CHECKPOINT.parent.parent, capture_output=True, text=True, timeout=240)
     assert out.returncode == 0, out.stderr
     on, off = out.stdout.split("--- What is 12 + 30? (thinking on)\n")[1].split("--- What is 12 + 30? (thinking off)\n")
@@ -218,7 +217,7 @@ def test_evaluate_asks_one_question_in_both_modes_and_prints_the_whole_reply():
 def test_export_writes_the_same_checkpoint_from_its_weights_and_checks_keys(tmp_path):
     from safetensors.numpy import load_file
 
-    from demo_model.export import write_checkpoint
+    from training.export import write_checkpoint
 
     shipped = load_file(str(CHECKPOINT / "model.safetensors"))
     trained = {k: v for k, v in shipped.items() if not k.startswith("vision_tower.")}
@@ -233,9 +232,9 @@ def test_export_writes_the_same_checkpoint_from_its_weights_and_checks_keys(tmp_
 def test_training_batches_keep_to_the_token_budget_and_mask_only_replies():
     import numpy as np
 
-    from demo_model.train import _encode_chunk, batches
+    from training.train import batches, encode_chunk
 
-    ids, lengths, masks = _encode_chunk((str(CHECKPOINT / "tokenizer.json"), 3, 300, False))
+    ids, lengths, masks = encode_chunk((str(CHECKPOINT / "tokenizer.json"), 3, 300, False))
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
     stream = batches((ids, starts, lengths, masks), 4096, 0)
     rows = 0
@@ -256,7 +255,7 @@ def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(demo
 
     from tokenizers import Tokenizer
 
-    from demo_model.train import encode_pieces
+    from training.train import encode_pieces
 
     rng = random.Random(3)
     turns = corpus.conversation(rng, 4, augment=True)
@@ -276,7 +275,7 @@ def test_training_chats_are_the_ids_specchat_sends_with_every_reply_trained(demo
 def test_a_chat_longer_than_the_trained_context_is_cut_after_a_whole_reply():
     from tokenizers import Tokenizer
 
-    from demo_model import train
+    from training import train
 
     tok = Tokenizer.from_file(str(CHECKPOINT / "tokenizer.json"))
     ex = corpus.add_exchange(4321, 987, "What is 4321 + 987?")

@@ -6,12 +6,11 @@ from decimal import Decimal
 
 import pytest
 
-from demo_model import corpus
-from demo_model.evaluate import (DEEP_TURN, HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES,
-                                 ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, ask, chat_questions, chat_run,
-                                 held_out_skills, holds_reasoning, judge, outcomes, room_questions,
-                                 skill_accuracy)
-from demo_model.known_faults import known_faults
+from training import corpus
+from training.evaluate import (DEEP_TURN, HELD_OUT_TEMPLATES, HELD_OUT_UNKNOWN_UNITS, HELD_OUT_WORDS, ROOM_CLASSES,
+                               ROOM_TEMPLATES, SKILL_BAR, SKILLS, FollowUp, ask, chat_questions, chat_run,
+                               held_out_skills, holds_reasoning, judge, outcomes, room_questions, skill_accuracy)
+from training.known_faults import known_faults
 
 
 def _pattern(template: str) -> str:
@@ -97,11 +96,11 @@ def test_letter_and_length_questions_put_a_clause_before_the_word_and_ask_a_leng
 
 
 def test_words_begin_with_rare_letters_and_lengths_are_asked_of_the_word_right_after_of():
-    from demo_model import probe_words
+    from training import probe_words
 
     rng = random.Random(8)
-    tokenizer = probe_words._tokenizer()
-    firsts = [probe_words._first_token(tokenizer, corpus.any_word(rng)) for _ in range(6_000)]
+    tokenizer = probe_words.demo_tokenizer()
+    firsts = [probe_words.first_token(tokenizer, corpus.any_word(rng)) for _ in range(6_000)]
     # "jacket" is " j" + "ack" + "et": each rare letter opens 1 word in 100 as a token of its own (" x" and " u"
     # 1 in 200 without RARE_INITIALS), together 1 in 10 (1 in 13 without)
     opening = {c: firsts.count("Ġ" + c) for c in corpus.RARE_INITIALS}
@@ -111,7 +110,7 @@ def test_words_begin_with_rare_letters_and_lengths_are_asked_of_the_word_right_a
     assert len(after_of) > 4_000 * 0.5 * 8 / 35 * 0.7
     # half of them open with a word of their own ("What is the length of mever?"): 1 in 11 of the others
     clause_starts = corpus.clause_word_starts()
-    with_a_word = [probe_words._first_token(tokenizer, w)[1:] in clause_starts for w in after_of]
+    with_a_word = [probe_words.first_token(tokenizer, w)[1:] in clause_starts for w in after_of]
     assert sum(with_a_word) > len(after_of) * 0.4
 
 

@@ -17,7 +17,7 @@ def test_health_names_the_engine(mlx_server, tiny_model):
         "name": "mlx", "model": str(tiny_model), "drafter": "bundled MTP head (mtp)",
         "state": "ready", "message": "", "progress": None, "examples": [], "drafter_note": None,
         "decode_loop_reason": None, "quantized_verify_ratio": None, "vision": False,
-        "vision_note": engine["vision_note"],
+        "vision_note": engine["vision_note"], "tools": False,
     }
     assert "preprocessor_config.json" in engine["vision_note"]  # the tiny checkpoint has no image processor
 

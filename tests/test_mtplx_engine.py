@@ -125,6 +125,10 @@ def test_drafting_off_and_depth_clamped(started):
     assert (done.stats["rounds"], done.stats["mean_accepted"], done.stats["accepted_hist"]) == (None, None, None)
     run(engine, turn(options=OPTIONS.updated({"draft_block_size": 9})))
     assert last_request(engine)["body"]["depth"] == 3
+    done, _ = run(engine, turn(options=OPTIONS.updated({"draft_block_size": "auto"})))
+    body = last_request(engine)["body"]
+    assert body["generation_mode"] == "mtp" and "depth" not in body  # auto: the daemon drafts at its own depth
+    assert done.stats["block_history"] is None  # the daemon does not say which depths ran
 
 
 @pytest.mark.parametrize("budget,levels,effort", [

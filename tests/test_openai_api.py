@@ -4,6 +4,8 @@ queue in arrival order with 429 beyond it, a client that leaves mid-stream, and 
 
 import base64
 import io
+import json
+import socket
 import threading
 import time
 
@@ -89,6 +91,8 @@ def test_the_request_fields_reach_the_engine(client, fake_server):
     reply = ask(client, reasoning_effort="none", max_tokens=2, extra_body={"draft_block_size": 3})
     options = fake_server.engine.turns[-1].options
     assert (options.reasoning_budget, options.max_tokens, options.draft_block_size) == (0, 2, 3)
+    ask(client, max_tokens=2, extra_body={"draft_block_size": "auto"})
+    assert fake_server.engine.turns[-1].options.draft_block_size == "auto"
     assert reply.choices[0].finish_reason == "length" and "reasoning_content" not in reply.choices[0].message.model_extra
 
 
@@ -125,8 +129,17 @@ def test_a_stop_string_cuts_the_answer(client):
     ({"logprobs": True}, 400, "unsupported_parameter", "logprobs"),
     ({"response_format": {"type": "json_object"}}, 400, "unsupported_parameter", "response_format"),
     ({"presence_penalty": 0.5}, 400, "unsupported_parameter", "presence_penalty"),
-    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}]}, 400,
-     "unsupported_parameter", "tools"),
+    ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}],
+      "tool_choice": {"type": "function", "function": {"name": "g"}}}, 400, "invalid_value", "tool_choice"),
+    ({"tool_choice": "required"}, 400, "invalid_value", "tool_choice"),
+    ({"tools": [{"type": "function", "function": {"name": "two words"}}]}, 400, "invalid_value",
+     "tools[0].function.name"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "call_9", "content": "4"}]},
+     400, "invalid_value", "messages[1].tool_call_id"),
+    ({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "{not json"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "4"}]}, 400, "invalid_value",
+     "messages[1].tool_calls[0].function.arguments"),
     ({"seed": 3, "temperature": 0.7}, 400, "unsupported_parameter", "seed"),
     ({"extra_body": {"frobnicate": 1}}, 400, "unsupported_parameter", "frobnicate"),
     ({"temperature": 3}, 400, "invalid_value", "temperature"),
@@ -213,6 +226,24 @@ def test_a_client_that_leaves_mid_stream_cancels_its_reply(fake_server):
         next(lines)
     response.close()
     assert wait_for(lambda: engine.turns[-1].cancel.is_set() and not engine.busy, timeout=5)
+    engine.answer = None
+    assert requests.post(fake_server.url + "/v1/chat/completions", json={
+        "model": MODEL, "messages": [{"role": "user", "content": "again"}]}, timeout=30).status_code == 200
+
+
+def test_a_client_that_leaves_before_a_whole_reply_cancels_it(fake_server):
+    """Not streamed: the reply stops once the client has closed its connection, not after the whole reply."""
+    engine = fake_server.engine
+    engine.answer = " ".join(["word"] * 3000)
+    engine.delay_s = 0.01
+    client = socket.create_connection(("127.0.0.1", fake_server.port), timeout=5)
+    body = json.dumps({"model": MODEL, "messages": [{"role": "user", "content": "long"}], "max_tokens": 3000,
+                       "speculative": False}).encode()  # 30 s of reply
+    client.sendall(f"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:{fake_server.port}\r\nContent-Type: "
+                   f"application/json\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    assert wait_for(lambda: engine.busy and engine.turns)
+    client.close()
+    assert wait_for(lambda: engine.turns[-1].cancel.is_set() and not engine.busy, timeout=3)
     engine.answer = None
     assert requests.post(fake_server.url + "/v1/chat/completions", json={
         "model": MODEL, "messages": [{"role": "user", "content": "again"}]}, timeout=30).status_code == 200

@@ -45,6 +45,9 @@ def test_the_sdist_and_the_wheel_carry_the_page_and_the_demo_model(built):
     model = {p.name for p in (ROOT / "demo_model" / "specchat-demo").iterdir()}
     assert {"demo_model/specchat-demo/" + name for name in model} <= in_wheel
     assert "demo_model/specchat-demo/model.safetensors" in in_wheel
+    # The training lab is not part of what runs: neither archive carries it.
+    assert not [name for name in in_wheel | in_sdist if name.startswith("training/") or "corpus.py" in name]
+    assert "engines/mlx/cuda/skinny.py" in in_wheel
 
 
 def test_the_installed_wheel_serves_the_page_on_the_demo_model(built, tmp_path):

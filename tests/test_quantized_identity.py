@@ -80,12 +80,12 @@ def test_off_cuda_a_quantized_layer_runs_mlx_vlms_verify_route_one_row_at_a_time
     each row of a product over several rows is that row's product alone, bit for bit."""
     import mlx.core as mx
 
-    from engines.mlx import qwen35
-    from engines.mlx.recurrence import use_cuda_kernel
+    from engines.mlx import library, qwen35
+    from engines.mlx.cuda import use_cuda_kernel
 
     if use_cuda_kernel():
         pytest.skip("on CUDA specchat's own kernel computes every quantized product (test_quantized_skinny.py)")
-    route = qwen35.function("mlx_vlm.speculative.ops.linear", "_target_verify_linear")
+    route = library.verify_linear()
     records = _quantized_records(qwen35.body(conversion.model))
     assert records and all(record.call.route is route for record in records)
     for record in records:
@@ -111,10 +111,10 @@ def test_a_prompts_chunk_takes_the_layers_own_product_and_a_verify_the_route(con
     go through them."""
     import mlx.core as mx
 
-    from engines.mlx import qwen35
-    from engines.mlx.quantized_skinny import MAX_ROWS
+    from engines.mlx import library, qwen35
+    from engines.mlx.cuda.quantized_skinny import MAX_ROWS
 
-    route = qwen35.function("mlx_vlm.speculative.ops.linear", "_target_verify_linear")
+    route = library.verify_linear()
     module = conversion.model.language_model.model.layers[0].mlp.down_proj
     routed = []
     call = qwen35.VerifyRoute(module, lambda layer, x: routed.append(x.shape[1]) or route(layer, x))

@@ -1,12 +1,12 @@
-"""The few-row quantized product on tensor cores (engines/mlx/quantized_mma.py): its order, emulated with MLX ops,
+"""The few-row quantized product on tensor cores (engines/mlx/cuda/quantized_mma.py): its order, emulated with MLX ops,
 against MLX's own quantized product on any device; on CUDA the kernel itself against MLX's product and its
 emulation, and each row of a k-row product bit for bit the one-row product of that row."""
 
 import pytest
 
-from engines.mlx.quantized_mma import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split, product,
-                                       row_bucket)
-from engines.mlx.recurrence import use_cuda_kernel
+from engines.mlx.cuda import use_cuda_kernel
+from engines.mlx.cuda.quantized_mma import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split,
+                                            product, row_bucket)
 from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_emulation_keeps_shape_and_dtype,
                                      assert_kernel_is_mlxs_product, cuda, mlx_product, product_magnitude,
                                      quantized_weights)

@@ -1,4 +1,4 @@
-"""The few-row quantized product (engines/mlx/quantized_skinny.py): its packing and order, emulated with MLX
+"""The few-row quantized product (engines/mlx/cuda/quantized_skinny.py): its packing and order, emulated with MLX
 ops, against MLX's own quantized product on any device; on CUDA the kernel itself against MLX's product, and
 each row of a k-row product bit for bit the one-row product of that row (what keeps greedy output with the
 drafter identical to drafter off on quantized checkpoints there)."""
@@ -6,9 +6,9 @@ drafter identical to drafter off on quantized checkpoints there)."""
 import pytest
 
 from engines.mlx import linear
-from engines.mlx.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split,
-                                          per_weight, product, row_bucket, rows_per_warp, unpack)
-from engines.mlx.recurrence import use_cuda_kernel
+from engines.mlx.cuda import use_cuda_kernel
+from engines.mlx.cuda.quantized_skinny import (BITS, GROUP_SIZES, MAX_K_SPLIT, MAX_ROWS, applies, emulate, k_split,
+                                               per_weight, product, row_bucket, rows_per_warp, unpack)
 from tests.support.quantized import (assert_each_row_is_its_one_row_product, assert_emulation_keeps_shape_and_dtype,
                                      assert_kernel_is_mlxs_product, cuda, mlx_product, product_magnitude,
                                      quantized_weights)

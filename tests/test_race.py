@@ -172,14 +172,21 @@ def test_receipt_as_json_and_markdown_survives_a_restart(fake_server, tmp_path):
     assert receipt["mean_accepted"] == summary["on"]["mean_accepted"] == round(
         sum(s["accepted"] for s in on_done) / sum(s["rounds"] for s in on_done), 3)
     assert receipt["acceptance_by_depth"] == summary["on"]["acceptance_by_depth"] and receipt["acceptance_by_depth"]
-    assert receipt["block_size"] == 4 and receipt["sampling"] == {"temperature": 0.0, "top_p": 1.0}
+    assert receipt["sampling"] == {"temperature": 0.0, "top_p": 1.0}
+    # The default block is "auto": the receipt names the block it ran most, from both drafter-on runs.
+    assert receipt["block_size"] == summary["block_size"] == "auto"
+    history = summary["on"]["block_history"]
+    assert history == {k: sum(s["block_history"].get(k, 0) for s in on_done) for k in history}
+    most = max(history, key=lambda k: (history[k], int(k)))
+    assert receipt["chose"] == summary["chose"] == f"auto ({'off' if most == '1' else most})"
+    assert receipt["block_history"] == history
     assert set(receipt["machine"]) == {"cpu", "cores", "os", "accelerator", "blas"} and receipt["machine"]["cores"] > 0
     assert set(receipt["versions"]) == {"specchat", "mlx", "mlx-vlm"} and receipt["versions"]["specchat"]
-    assert receipt["command"].startswith("specchat bench --engine fake --prompt hello --blocks 1,4 --runs 2")
+    assert receipt["command"].startswith("specchat bench --engine fake --prompt hello --blocks 1,auto --runs 2")
 
     page = requests.get(fake_server.url + summary["receipt"], params={"format": "markdown"})
     assert page.status_code == 200 and page.headers["Content-Type"].startswith("text/markdown")
-    assert "| decode tok/s, median (min–max) |" in page.text
+    assert "| decode tok/s, median (min–max) |" in page.text and f"block {summary['chose']} ·" in page.text
     assert f"{summary['speedup']['median']}×" in page.text and receipt["command"] in page.text
 
     bad = requests.get(fake_server.url + summary["receipt"], params={"format": "pdf"})
@@ -318,3 +325,21 @@ def test_a_contest_that_breaks_off_still_ends_in_one_summary_and_frees_the_engin
         monkeypatch.undo()
         summary, _ = race(ws, id="after", runs=1)
     assert summary["finish_reason"] == "stop" and summary["speedup"] is not None
+
+
+def test_a_race_at_a_fixed_block_and_a_sweep_with_auto_name_their_blocks(fake_server):
+    fake_server.host.update_settings({"draft_block_size": 3})
+    with WsClient(fake_server.ws_url) as ws:
+        summary, _ = race(ws, id="fixed", runs=1)
+        assert (summary["block_size"], summary["chose"]) == (3, "3")
+        assert set(summary["on"]["block_history"]) == {"3"}
+        ws.send({"type": "sweep", "id": "s-auto", "text": "hello", "blocks": ["auto", 1, 2], "runs": 1})
+        sweep, frames = ws.until("sweep_done", id="s-auto")
+    assert [f["block"] for f in frames if f["type"] == "start"] == [1, 2, "auto"]  # "auto" after the fixed ones
+    rows = {row["block"]: row for row in sweep["rows"]}
+    assert rows["auto"]["chose"].startswith("auto (") and rows["auto"]["identical"] is True
+    assert rows[2]["chose"] == "2" and rows[1]["block_history"] == {"1": rows[1]["block_history"]["1"]}
+    receipt = requests.get(fake_server.url + sweep["receipt"]).json()["receipt"]
+    assert receipt["blocks"] == [1, 2, "auto"] and "--blocks 1,2,auto" in receipt["command"]
+    page = requests.get(fake_server.url + sweep["receipt"], params={"format": "markdown"}).text
+    assert f"| {rows['auto']['chose']} |" in page or f"**{rows['auto']['chose']}** (best)" in page

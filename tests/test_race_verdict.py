@@ -58,7 +58,7 @@ def test_five_pairs_are_judged_by_their_min_max_interval(fake_server):
     assert sorted(ratios)[2] > 1.5  # the fake's drafter makes fewer forward passes: most pairs go to it
     # Five pairs: [x(1), x(5)] holds the median with 1 − 2/32 = 93.75%.
     assert summary["confidence"] == {"low": round(min(ratios), 3), "high": round(max(ratios), 3), "coverage": 0.9375}
-    assert summary["block_size"] == 4 and summary["speedup"]["median"] == round(sorted(ratios)[2], 3)
+    assert summary["block_size"] == "auto" and summary["speedup"]["median"] == round(sorted(ratios)[2], 3)
     receipt = requests.get(fake_server.url + summary["receipt"]).json()["receipt"]
     assert {k: receipt[k] for k in ("ratios", "wins", "confidence", "verdict")} == \
         {k: summary[k] for k in ("ratios", "wins", "confidence", "verdict")}
@@ -71,6 +71,7 @@ def test_five_pairs_are_judged_by_their_min_max_interval(fake_server):
 def test_a_drafter_that_costs_more_than_it_saves_is_slower_and_three_pairs_are_unclear(fake_server):
     fake_server.engine.delay_s = 0.02
     fake_server.engine.round_s = 0.16  # a verify round costs 9 plain tokens and yields about 3
+    fake_server.host.update_settings({"draft_block_size": 4})  # a fixed block: "auto" would turn drafting off
     with WsClient(fake_server.ws_url) as ws:
         slower, frames = race(ws, runs=5)
         short, short_frames = race(ws, id="r2", runs=3)
@@ -148,3 +149,13 @@ def test_runs_is_one_to_nine_or_auto(fake_server, runs):
         ws.send({"type": "race", "id": "r1", "text": "hello", "runs": runs})
         error, _ = ws.until("error")
     assert error["code"] == "bad_frame" and 'use 1 to 9 runs, or "auto"' in error["message"]
+
+
+def test_auto_turns_off_a_drafter_that_costs_more_than_it_saves(fake_server):
+    fake_server.engine.delay_s = 0.02
+    fake_server.engine.round_s = 0.16
+    with WsClient(fake_server.ws_url) as ws:
+        summary, frames = race(ws, runs=3)
+    assert summary["chose"] == "auto (off)" and set(summary["on"]["block_history"]) == {"1"}
+    # Plain steps on both lanes: as fast as drafter off, within a loaded machine's stalls.
+    assert 0.8 < summary["speedup"]["median"] < 1.25

@@ -24,9 +24,9 @@ def loaded(rig):
 
 def decoder_for(loaded):
     """The engine's own loop on this checkpoint, built as the MLX engine builds it."""
-    from engines.mlx.engine import _own_decoder
+    from engines.mlx.engine import own_decoder
 
-    decoder, stop_ids, _, _ = _own_decoder(loaded)
+    decoder, stop_ids, _, _ = own_decoder(loaded)
     assert decoder is not None and decoder.drafter is not None
     return decoder, stop_ids
 

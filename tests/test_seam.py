@@ -1,13 +1,13 @@
-"""The one seam for mlx-vlm (engines/mlx/qwen35.py): every internal it reads resolves on the pinned release, and
-when one does not, or the own loop computes something else, the engine runs mlx-vlm's own loop and says why
-instead of failing to load."""
+"""The one seam for mlx-vlm (engines/mlx/qwen35.py, and library.py for the functions it calls): every internal it
+reads resolves on the pinned release, and when one does not, or the own loop computes something else, the engine
+runs mlx-vlm's own loop and says why instead of failing to load."""
 
 from importlib.metadata import version
 
 import pytest
 
 from engines import Delta, Done, GenerationOptions, Message, Turn, guarded
-from engines.mlx import qwen35
+from engines.mlx import library, qwen35
 
 GREEDY = dict(reasoning_budget=0, max_tokens=24, temperature=0.0)
 
@@ -18,9 +18,9 @@ def test_the_pin_is_the_release_the_seam_was_read_from():
         f"{qwen35.READ_FROM}: re-check each name there and update READ_FROM and the pin in pyproject.toml")
 
 
-@pytest.mark.parametrize("module, name", qwen35.FUNCTIONS, ids=lambda v: v)
+@pytest.mark.parametrize("module, name", library.FUNCTIONS, ids=lambda v: v)
 def test_every_function_the_own_loop_calls_resolves(module, name):
-    assert callable(qwen35.function(module, name)), f"{module}.{name} is not callable in this mlx-vlm"
+    assert callable(library.function(module, name)), f"{module}.{name} is not callable in this mlx-vlm"
 
 
 def test_every_member_the_own_loop_reads_is_on_a_real_model(tiny_model):
@@ -38,8 +38,8 @@ def test_a_missing_member_is_named():
 
     with pytest.raises(qwen35.Unavailable, match="the language model has no args, model"):
         qwen35.check_members(Bare())
-    with pytest.raises(qwen35.Unavailable, match=r"mlx_vlm\.models\.activations\.gone_in_a_later_release is gone"):
-        qwen35.function("mlx_vlm.models.activations", "gone_in_a_later_release")
+    with pytest.raises(library.Unavailable, match=r"mlx_vlm\.models\.activations\.gone_in_a_later_release is gone"):
+        library.function("mlx_vlm.models.activations", "gone_in_a_later_release")
 
 
 def _loaded(tiny_model):
@@ -61,7 +61,7 @@ def _reply(engine, conversation, **options):
 
 
 @pytest.mark.parametrize("break_it, reason", [
-    (lambda mp: mp.setattr(qwen35, "FUNCTIONS", qwen35.FUNCTIONS + (("mlx_vlm.models.activations", "renamed"),)),
+    (lambda mp: mp.setattr(library, "FUNCTIONS", library.FUNCTIONS + (("mlx_vlm.models.activations", "renamed"),)),
      "mlx_vlm.models.activations.renamed is gone"),
     (lambda mp: mp.setattr(qwen35, "LINEAR_ATTENTION", qwen35.LINEAR_ATTENTION + ("renamed_member",)),
      "linear attention has no renamed_member"),
@@ -99,3 +99,33 @@ def test_building_the_own_loop_leaves_mlx_vlms_loop_as_it_was(tiny_model, monkey
     finally:
         engine.unload()
     assert built == untouched
+
+
+def _imports_mlx_vlm(path) -> bool:
+    """An import statement of mlx-vlm, or (the seam's library) its modules resolved by name."""
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "mlx_vlm" for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mlx_vlm":
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module == "importlib" and any(a.name == "import_module"
+                                                                                   for a in node.names):
+            return "mlx_vlm." in path.read_text()
+    return False
+
+
+def test_every_module_that_imports_mlx_vlm_is_named_in_the_docs_with_why():
+    """docs/architecture.md's "Who imports mlx-vlm" names every module outside tests that imports it, and no other."""
+    import re
+
+    from webapp import ROOT
+
+    docs = (ROOT / "docs" / "architecture.md").read_text()
+    table = docs.split("### Who imports mlx-vlm", 1)[1].split("\n\n", 2)[2].split("\n\n", 1)[0]
+    documented = set(re.findall(r"^\| `([^`]+\.py)` \|", table, flags=re.MULTILINE))
+    found = {str(path.relative_to(ROOT)) for folder in ("webapp", "engines", "demo_model", "training", "benchmarks")
+             for path in (ROOT / folder).rglob("*.py") if _imports_mlx_vlm(path)}
+    assert documented == found, (f"importing mlx-vlm, not in docs/architecture.md: {sorted(found - documented)}; "
+                                 f"in its table, importing none: {sorted(documented - found)}")

@@ -91,3 +91,27 @@ def test_a_shape_the_steps_do_not_expect_is_named(tiny_model):
     attention.num_v_heads += 1
     with pytest.raises(qwen35.Unavailable, match=r"layer 0's linear attention has .*in_proj_z \d+ \(expected \d+\)"):
         qwen35.body(loaded.model)
+
+
+def test_the_kernels_chosen_at_build_are_the_parts_and_stay_theirs(tiny_model):
+    """A benchmark's ``KernelChoice`` reaches every product of the parts built under it; parts built before or after
+    keep the engine's default."""
+    from engines.mlx.cuda import KernelChoice, chosen
+
+    loaded = _loaded(tiny_model)
+    before = qwen35.body(loaded.model)
+    measured = KernelChoice(few_rows=False, tensor_cores=False)
+    with chosen(measured):
+        body, head = qwen35.body(loaded.model), qwen35.mtp_head(loaded.drafter)
+    after = qwen35.body(loaded.model)
+
+    def products(parts) -> list:
+        found = [parts.head] if hasattr(parts, "head") else [parts.fc]
+        for layer in parts.layers:
+            mixer = layer.mixer
+            found += [mixer.qkv, mixer.o_proj] if hasattr(mixer, "qkv") else [mixer.inputs, mixer.out_proj]
+            found += [layer.mlp.gate_up, layer.mlp.down]
+        return found
+
+    assert {record.kernels for record in products(body) + products(head)} == {measured}
+    assert {record.kernels for record in products(before) + products(after)} == {KernelChoice()}

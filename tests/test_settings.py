@@ -25,6 +25,8 @@ def test_partial_update_persists_across_instances(tmp_path):
         ({"reasoning_budget": 1.5}, "reasoning_budget"),
         ({"speculative": 1}, "speculative"),
         ({"draft_block_size": 1}, "draft_block_size"),
+        ({"draft_block_size": "Auto"}, "draft_block_size"),
+        ({"draft_block_size": "4"}, "draft_block_size"),
         ({"temperature": 3}, "temperature"),
         ({"top_p": 0}, "top_p"),
         ({"max_tokens": 0}, "max_tokens"),

@@ -35,5 +35,14 @@ def test_every_setting_has_a_label_of_its_own_and_a_description():
 
 def test_numeric_settings_have_both_bounds_in_the_schema():
     for key, prop in served_schema()["properties"].items():
-        if prop["type"] in ("integer", "number"):
-            assert "maximum" in prop and ("minimum" in prop or "exclusiveMinimum" in prop), key
+        for branch in prop.get("anyOf", [prop]):  # a number that also takes a word ("auto") is a union
+            if branch.get("type") in ("integer", "number"):
+                assert "maximum" in branch and ("minimum" in branch or "exclusiveMinimum" in branch), key
+
+
+def test_the_draft_block_takes_2_to_16_or_auto_and_is_auto_by_default():
+    block = served_schema()["properties"]["draft_block_size"]
+    assert block["default"] == "auto"
+    assert {"type": "integer", "minimum": 2, "maximum": 16} in block["anyOf"]
+    assert {"const": "auto", "type": "string"} in block["anyOf"]
+    assert GenerationOptions().updated({"draft_block_size": 5}).draft_block_size == 5

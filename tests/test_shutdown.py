@@ -21,6 +21,7 @@ from webapp.errors import ClientError
 from webapp.hosting.host import EngineHost
 from webapp.hosting.settings import SettingsStore
 from webapp.measurement.baseline import Baselines
+from webapp.measurement.busy import CpuWatch
 from webapp.measurement.receipts import Receipts
 
 
@@ -92,7 +93,7 @@ def test_cancel_waits_for_a_reply_whose_thread_is_still_starting(monkeypatch):
 
     monkeypatch.setattr(conversation_module, "threading",
                         SimpleNamespace(Thread=SlowStart, Lock=threading.Lock, Event=threading.Event))
-    conversation, frames = Conversation(Store(None), lambda: None), []
+    conversation, frames = Conversation(Store(None), lambda: None, CpuWatch), []
     conversation.attach(frames.append, {"type": "hello"})
     job = SimpleNamespace(id="r1", cancel=threading.Event())
 

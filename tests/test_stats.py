@@ -16,3 +16,17 @@ def test_snapshot_without_drafter_has_null_draft_fields():
     stats = meter.snapshot()
     assert stats["drafted"] is None and stats["acceptance"] is None and stats["acceptance_by_depth"] is None
     assert (stats["thinking_tokens"], stats["answer_tokens"], stats["tokens"]) == (1, 1, 2)
+
+
+def test_block_history_counts_rounds_per_block_keyed_as_text():
+    meter = StatsMeter()
+    assert meter.snapshot()["block_history"] is None  # nothing counted: a daemon's reply
+    for block in (1, 1, 4, 4, 4, 2):
+        meter.ran_block(block, auto=True)
+    snap = meter.snapshot()
+    assert snap["block_history"] == {"1": 2, "2": 1, "4": 3} and list(snap["block_history"]) == ["1", "2", "4"]
+    assert snap["auto_block"] == 2
+    rounds_only = StatsMeter()  # mlx-vlm's loop: every step a verify round, counted at drafted + 1
+    rounds_only.record_rounds([(3, 3), (0, 3), (1, 1)])
+    assert rounds_only.snapshot()["block_history"] == {"2": 1, "4": 2}
+    assert rounds_only.snapshot()["auto_block"] is None

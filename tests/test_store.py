@@ -80,7 +80,7 @@ def test_a_conversation_is_a_tree_and_a_branch_is_its_path_to_a_leaf():
     assert store.branch("c1", None) == []
     reply = tree["messages"][1]
     assert set(reply) == {"id", "parent", "role", "content", "thinking", "finish_reason", "stats", "settings",
-                          "created_at", "images"}
+                          "created_at", "images", "tool_calls"}
     assert reply["stats"] == {"tokens": 3} and reply["settings"]["draft_block_size"] == 4
 
 

@@ -31,6 +31,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     ``MODELS_DIR`` is the folder the engine picker lists models from (default ``data_dir/models``).
     ``ALLOW_REMOTE_ENGINES`` and ``ALLOW_DOWNLOADS`` (default false) let a tab's engine spec name servers
     off loopback and hub models not on this machine (engines.registry.TabPolicy).
+    ``MCP_CONFIG`` is the MCP servers file (default ``data_dir/mcp.json``); its servers start in the background,
+    and ``app.extensions["tools"].close()`` stops them (webapp/tools/).
 
     Conversations are stored in ``data_dir/specchat.db`` (in memory without a
     data folder); a database that cannot be used raises ``store.StoreError``.
@@ -43,7 +45,8 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     from .measurement.baseline import Baselines
     from .measurement.receipts import Receipts
     from .openai_api.queue import DEFAULT_API_QUEUE
-    from .web import api, attachments, models, openai_routes, pages, security
+    from .tools.toolbox import ToolBox
+    from .web import api, attachments, models, openai_routes, pages, security, tools
     from .web.serving import ReaderThread
     from .web.ws import sock
 
@@ -67,10 +70,13 @@ def create_app(engine, *, data_dir: str | Path | None = None, config: dict | Non
     )
     EngineHost(engine, SettingsStore(data), Receipts(data), Baselines(data), spec, engine_factory,
                Store(data), policy, app.config.get("API_QUEUE", DEFAULT_API_QUEUE)).init_app(app)
+    ToolBox.for_app(app, data).init_app(app)  # its MCP servers start in the background
+    app.extensions["specchat"].tools = app.extensions["tools"]
     app.register_blueprint(pages.bp)
     app.register_blueprint(api.bp)
     app.register_blueprint(attachments.bp)
     app.register_blueprint(openai_routes.bp)
     app.register_blueprint(models.bp)
+    app.register_blueprint(tools.bp)
     sock.init_app(app)
     return app

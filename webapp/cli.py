@@ -19,15 +19,10 @@ from pathlib import Path
 
 from engines.registry import MTPLX_URL, is_loopback
 
+from .arguments import default_data_dir, hub_id
 from .blas import blas_argument
 
 log = logging.getLogger("specchat")
-
-
-def default_data_dir() -> Path:
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "specchat"
-    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "specchat"
 
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
@@ -68,14 +63,6 @@ def api_queue(text: str) -> int:
     return int(text)
 
 
-def hub_id(text: str) -> str:
-    from engines.registry import HUB_ID
-
-    if not HUB_ID.fullmatch(text):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a hub id: pass ORG/NAME, e.g. Qwen/Qwen3.5-9B")
-    return text
-
-
 def check_token(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """Off loopback a token is required; one goes in a URL and a cookie, so it must be URL-safe."""
     if args.token is not None and not re.fullmatch(r"[A-Za-z0-9._~-]{8,}", args.token):
@@ -108,6 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--data-dir", type=Path, default=None, help=f"settings and state (default {default_data_dir()})")
     parser.add_argument("--models-dir", type=Path, default=None,
                         help="a folder of model folders the engine picker lists (default: the data folder's models/)")
+    parser.add_argument("--mcp-config", type=Path, default=None,
+                        help="the MCP servers file, in the mcpServers format (default: the data folder's mcp.json)")
     parser.add_argument(
         "--engine", choices=["mlx", "mtplx", "openai", "fake"], default="mlx",
         help="mlx: the model in this process; mtplx: a local MTPLX daemon (adopted, or started and stopped with "
@@ -200,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
                                  "MODELS_DIR": models_dir,
                                  "ALLOW_REMOTE_ENGINES": args.allow_remote_engines,
                                  "ALLOW_DOWNLOADS": args.allow_downloads,
-                                 "API_QUEUE": args.api_queue, "API_STORE": args.api_store})
+                                 "API_QUEUE": args.api_queue, "API_STORE": args.api_store,
+                                 "MCP_CONFIG": args.mcp_config})
     except StoreError as exc:
         print(f"specchat: {exc}", file=sys.stderr)
         return 2
@@ -208,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         server = make_server(app, args.host, args.port, threads=BASE_THREADS + args.api_queue)
     except OSError as exc:
         print(f"specchat: cannot listen on {args.host}:{args.port} ({exc}). Pick another --port.", file=sys.stderr)
+        app.extensions["tools"].close()
         return 2
     app.config["ALLOWED_HOSTS"] = allowed_hosts(args.host, server.port)
     host = app.extensions["specchat"]
@@ -226,5 +217,6 @@ def main(argv: list[str] | None = None) -> int:
           f"(model {engine.info().model}; data in {data_dir})", flush=True)
     server.run()
     host.shut_down()  # the engine in use now, which a tab may have switched
+    app.extensions["tools"].close()  # the MCP servers, each within its bounded shutdown
     log.info("stopped")
     return 0

@@ -11,6 +11,8 @@ from pathlib import Path
 from engines.mlx.checkpoints import cached_file, has_bundled_mtp, read_json
 from engines.mlx.drafter_search import DrafterSearch, NoDrafter, base_models, can_search, find_drafter
 
+from .arguments import default_data_dir, hub_id
+
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line and status 2, no usage dump
@@ -18,8 +20,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    from .cli import default_data_dir, hub_id
-
     parser = _Parser(prog="specchat drafter", description="Find or build the MTP head of a checkpoint converted "
                      "without it, and store it in the data folder.")
     parser.add_argument("--for", dest="model", required=True,
@@ -51,8 +51,6 @@ def model_folder(spec: str) -> Path:
 
 def main(argv: list[str]) -> int:
     from engines import EngineError
-
-    from .cli import default_data_dir
 
     args = parse_args(argv)
     data_dir = (args.data_dir or default_data_dir()).expanduser()

@@ -6,6 +6,11 @@ target agrees with plus the target's own next token, and rolls the rest back
 by position (attention) and by picking the recurrent state after the last kept
 token (gated delta). One host sync per round: reading the verified tokens.
 
+With ``draft_block_size: "auto"`` a policy (engines/block_policy.py) picks each round's block from the
+acceptance and the round times seen, or runs plain steps while drafting does not pay. Plain steps then keep
+the head's inputs (each step's token and hidden state), and the head reads them when drafting starts again,
+so it misses no position.
+
 Greedy rounds keep the longest agreeing prefix, so the output is the plain
 loop's token for token. Sampling uses the standard speculative rule (accept a
 draft with probability min(1, p/q), else resample from max(0, p - q)), so the
@@ -14,11 +19,13 @@ output follows the target's distribution exactly.
 
 from __future__ import annotations
 
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from .sampling import Sampling, probabilities, sample
-from .stepper import DrafterCaches, DrafterStepper, ImageFeed, TargetCaches, TargetStepper
+from .stepper import TAIL, DrafterCaches, DrafterStepper, ImageFeed, TargetCaches, TargetStepper
 
 __all__ = ["Decoder", "DecodeState", "Sampling", "Step", "probabilities", "sample"]  # the tests draw from here too
 
@@ -48,6 +55,7 @@ class Step:
     drafted: list[bool]  # per token: it came from an accepted draft
     accepted: int | None = None  # drafts kept this round (None: a plain step)
     proposed: int | None = None  # drafts proposed this round
+    block: int | None = None  # the round's block (1: a plain step; None: the prompt's first token)
 
 
 class Decoder:
@@ -117,9 +125,10 @@ class Decoder:
                                  stop_ids=set(), cancelled=lambda: False):
                 pass
 
-    def decode(self, state: DecodeState, first, *, max_tokens: int, block: int, sampling: Sampling,
+    def decode(self, state: DecodeState, first, *, max_tokens: int, block, sampling: Sampling,
                stop_ids: set[int], cancelled: Callable[[], bool]) -> Iterator[Step]:
         """Yield steps until a stop token, ``max_tokens`` or cancel; ``first`` (from ``feed``) comes first.
+        ``block``: the draft block (1: plain steps), or a ``BlockPolicy`` that picks it round by round.
 
         ``state.ids`` always lists what the target cache holds, so a next turn
         (or phase) that extends the yielded tokens can be fed on this state.
@@ -131,7 +140,9 @@ class Decoder:
         limit = _Limit(max_tokens - 1, stop_ids)
         if token in stop_ids or limit.left <= 0:
             return
-        if self.drafter is not None and state.drafter is not None and block >= 2:
+        if self.drafter is not None and state.drafter is not None and not isinstance(block, int):
+            rounds = self._auto(state, first, block, sampling, limit)
+        elif self.drafter is not None and state.drafter is not None and block >= 2:
             rounds = self._rounds(state, token, block, sampling, limit)
         else:
             state.drafter = None  # the head misses these positions: a later drafted turn re-primes it
@@ -161,21 +172,24 @@ class Decoder:
             mx.async_eval(after)
             token = int(nxt.item())
             state.ids.append(token)  # the queued step fed it
-            yield Step([token], [False])
+            yield Step([token], [False], block=1)
             nxt = after
 
     def _rounds(self, state: DecodeState, token: int, block: int, sampling: Sampling,
-                limit: "_Limit") -> Iterator[Step]:
+                limit: "_Limit", policy=None) -> Iterator[Step]:
         """Draft/verify rounds. While a greedy round computes, the next one is built on copies
         of the caches as if every draft were accepted; it is used when that is what happened.
 
         The next round is always planned before a step is yielded; when the caller stops,
         that round is rolled back (its verify kept none), so ``state`` matches ``state.ids``.
+
+        ``policy``: each round is timed and told to it, and the next runs at the block it picks; when it picks
+        plain steps the rounds end, returning the pending token (1, 1), with no round planned.
         """
         import mlx.core as mx
 
-        chain = block - 2
         planned = self._dispatch(self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling), sampling)
+        last = time.perf_counter()
         try:
             while True:
                 drafts, draft_probs, verified = planned
@@ -195,20 +209,89 @@ class Decoder:
                 state.ids.append(token)
                 state.ids.extend(out[:-1])
                 token = out[-1]
-                if guess is not None and kept == block:
+                from_draft = min(accepted, kept)
+                step = Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1, block)
+                following = block
+                if policy is not None:
+                    now = time.perf_counter()
+                    policy.observe(block, accepted, now - last)
+                    last, following = now, policy.block()
+                if guess is not None and kept == block and following == block:
                     state.target, state.drafter, planned = guess
                 else:
                     self.target.commit(state.target, verified, kept)
-                    reuse = min(accepted, chain, kept - 1)
+                    reuse = min(accepted, block - 2, kept - 1)
                     self.drafter.accept(state.drafter, reuse, mx.array([out[reuse:]], dtype=mx.int32),
                                         verified.hidden[:, reuse:kept], sampling)
+                    if following == 1:
+                        planned = None
+                        yield step
+                        return mx.array([[token]], dtype=mx.int32)
+                    block = following
                     planned = self._plan(state, mx.array([[token]], dtype=mx.int32), block, sampling)
                 # The next round computes while the caller handles this one's tokens.
                 self._dispatch(planned, sampling)
-                from_draft = min(accepted, kept)
-                yield Step(out, [True] * from_draft + [False] * (kept - from_draft), accepted, block - 1)
+                yield step
         finally:
-            self.target.commit(state.target, planned[2], 0)
+            if planned is not None:
+                self.target.commit(state.target, planned[2], 0)
+
+    def _auto(self, state: DecodeState, first, policy, sampling: Sampling, limit: "_Limit") -> Iterator[Step]:
+        """Rounds at the blocks ``policy`` picks, and plain steps while it has drafting off."""
+        pending, pairs = first, deque(maxlen=TAIL)
+        try:
+            while True:
+                if policy.block() == 1:
+                    pending = yield from self._plain_steps(state, pending, policy, sampling, pairs)
+                else:
+                    self._prime(state, pairs, sampling)
+                    pending = yield from self._rounds(state, int(pending.item()), policy.block(), sampling, limit,
+                                                      policy)
+        finally:
+            self._prime(state, pairs, sampling)  # a next turn's feed finds the head caught up
+
+    def _plain_steps(self, state: DecodeState, pending, policy, sampling: Sampling, pairs: deque):
+        """Plain steps while ``policy`` keeps drafting off, each queued before the last is read (as ``_plain``);
+        returns the pending token (1, 1) once it picks a block. Each step's (token, hidden) pair, what the head
+        reads, is added to ``pairs``."""
+        import mlx.core as mx
+
+        def step(token):
+            result = self.target.verify(state.target, token, greedy=sampling.greedy)
+            self.target.commit(state.target, result, 1)
+            return (result.tokens if sampling.greedy else sample(probabilities(result.logits, sampling))), result.hidden
+
+        state.ids.append(int(pending.item()))
+        nxt, hidden = step(pending)
+        mx.async_eval(nxt)
+        last = time.perf_counter()
+        while True:
+            more = policy.block() == 1  # decided before reading, so the next step is queued meanwhile
+            if more:
+                after = step(nxt)
+                mx.async_eval(after[0])
+            token = int(nxt.item())
+            now = time.perf_counter()
+            policy.observe(1, None, now - last)
+            last = now
+            pairs.append((nxt, hidden))
+            if not more:
+                yield Step([token], [False], block=1)
+                return nxt
+            state.ids.append(token)  # the queued step fed it
+            yield Step([token], [False], block=1)
+            nxt, hidden = after
+
+    def _prime(self, state: DecodeState, pairs: deque, sampling: Sampling) -> None:
+        """The head reads the (token, hidden) pairs that plain steps left (the latest ``TAIL``)."""
+        import mlx.core as mx
+
+        if not pairs:
+            return
+        tokens = mx.concatenate([token for token, _ in pairs], axis=1)
+        hidden = mx.concatenate([h for _, h in pairs], axis=1)
+        self.drafter.accept(state.drafter, 0, tokens, hidden, sampling)
+        pairs.clear()
 
     @staticmethod
     def _dispatch(planned, sampling: Sampling):

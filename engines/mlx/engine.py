@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 from ..base import Engine, EngineInfo, Example, Message, Turn, read_examples
+from ..block_policy import AUTO, START_BLOCK, Memory
 from ..errors import EngineBusy, EngineError, EngineNotReady
 from ..events import Done, Event
 from ..options import GenerationOptions
@@ -60,6 +61,7 @@ class MlxEngine(Engine):
         self._stop_ids: set[int] = set()
         self._prefix: PrefixSnapshot | None = None  # the system prompt's state for the own loop
         self._conversations = ConversationCaches()
+        self._auto = Memory()  # draft_block_size "auto": round times on this model, acceptance per conversation
         self._examples: tuple[Example, ...] = ()  # the model folder's examples.json
         # The settings hand-off: the newest settings not yet prepared for, and whether an unload has begun (then
         # nothing is prepared any more). Written on the callers' threads, read on the model thread: under the lock.
@@ -104,7 +106,7 @@ class MlxEngine(Engine):
             prompts = PromptBuilder(loaded, vision=note is None)
             sizing = PromptBuilder(copy_tokenizer(loaded), vision=note is None)
             self._examples = read_examples(loaded.path)
-            decoder, stop_ids, no_own_loop, loop_note = _own_decoder(loaded, prompts)
+            decoder, stop_ids, no_own_loop, loop_note = own_decoder(loaded, prompts)
             if loop_note:
                 log.warning("%s", loop_note)
             elif no_own_loop:
@@ -179,7 +181,8 @@ class MlxEngine(Engine):
         self._prefix = None
         if self._decoder is not None:
             prefix = PrefixSnapshot(ids, self._decoder.new_state())
-            self._decoder.warm_up(prefix.state, ids, options.draft_block_size)
+            block = START_BLOCK if options.draft_block_size == AUTO else options.draft_block_size
+            self._decoder.warm_up(prefix.state, ids, block)
             if options.prefix_cache:
                 self._prefix = prefix
         self._primed_system = options.system_prompt
@@ -292,7 +295,10 @@ class MlxEngine(Engine):
         """specchat's own loop unless the settings ask for mlx-vlm's or the model or drafter needs it."""
         reason = self._vlm_reason(turn.options)
         if reason is None:
-            return OwnLoop(self._decoder, self._stop_ids, self._prefix)
+            options = turn.options
+            auto = options.speculative and options.draft_block_size == AUTO and self._decoder.drafter is not None
+            return OwnLoop(self._decoder, self._stop_ids, self._prefix,
+                           self._auto.policy(turn.conversation_id) if auto else None)
         return VlmLoop(self._apc, reason)
 
     def _vlm_reason(self, options: GenerationOptions) -> str | None:
@@ -363,6 +369,7 @@ class MlxEngine(Engine):
 
     def forget(self, conversation_id: str) -> None:
         self._in_background(self._conversations.drop, conversation_id)
+        self._in_background(self._auto.forget, conversation_id)
 
     def unload(self) -> None:
         with self._wanted_lock:  # settings changes queued before this find nothing to prepare
@@ -383,7 +390,7 @@ class MlxEngine(Engine):
         self._set_state("error", "unloaded")
 
 
-def _own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None):
+def own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None):
     """specchat's own loop for this model, with the MTP head when that is the drafter, checked against
     mlx-vlm's forward (qwen35.py).
 

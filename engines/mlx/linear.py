@@ -7,7 +7,7 @@ full-acceptance rig, every linear layer together: 10.5 ms for one row instead
 of 12.0, 11.3 ms for three instead of 14.4. From four rows on it takes its
 general product either way, and the usual order is the cheaper (16.2 ms against
 17.8). Elsewhere (Metal, CUDA) the usual order runs. On CUDA every quantized
-product over up to 16 rows runs specchat's own kernel (quantized_skinny.py):
+product over up to 16 rows runs specchat's own kernel (cuda/quantized_skinny.py):
 cheaper for a few rows, and the same numbers for a row whatever the number of
 rows beside it. Off CUDA a quantized layer is called as its record's ``call``
 says: mlx-vlm's verify route, which the seam (qwen35.py) gives it.
@@ -20,8 +20,10 @@ kernel launch's overhead. The stack is specchat's own array; the seam
 and mlx-vlm's modules keep working on the same numbers. Quantized layers are
 stacked only on CUDA, where the stack runs specchat's kernel.
 
-A layer comes as a ``Linear`` record (its arrays, and the layer to call for
-any kind specchat does not compute itself), never as the module.
+A layer comes as a ``Linear`` record (its arrays, the layer to call for any
+kind specchat does not compute itself, and which of specchat's CUDA kernels it
+may run: a ``KernelChoice``, fixed when the seam builds the record), never as
+the module.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from . import quantized_mma, quantized_skinny, skinny
+from .cuda import KernelChoice, quantized_mma, quantized_skinny, skinny, use_cuda_kernel
+from .library import swiglu
 
 
 def _mx():
@@ -53,32 +56,26 @@ def _transposed(x) -> bool:
     return mx.default_device() == mx.cpu and row_count(x) <= STREAMED_ROWS
 
 
-FEW_ROW_KERNEL = True  # CUDA: bfloat16 products over 2-5 rows and quantized ones over 1-16 run specchat's kernels
-# CUDA: 4- and 8-bit products over 1-16 rows with bfloat16 or float16 activations on tensor cores (quantized_mma.py),
-# where four rows cost what one does; other bit widths and float32 on the CUDA-core kernel. One choice for every row
-# count, so identity holds either way (benchmarks.rounds --cuda-cores measures the other)
-TENSOR_CORES = True
-
-
 def _product(weight, x):
     flat = x.reshape(-1, x.shape[-1])
     return (weight @ flat.T).T.reshape(*x.shape[:-1], weight.shape[0])
 
 
-def product(weight, x):
+def product(weight, x, kernels: KernelChoice):
     """``x @ weight.T``, the cheapest way on this device for this many rows."""
     if _transposed(x):
         return _product(weight, x)
-    if FEW_ROW_KERNEL and row_count(x) >= 2 and skinny.applies(x, weight):
+    if kernels.few_rows and row_count(x) >= 2 and skinny.applies(x, weight):
         return skinny.skinny(x, weight)
     return x @ weight.T
 
 
-def quantized_product(x, weight, scales, biases, group_size: int, bits: int, mode: str = "affine"):
+def quantized_product(x, weight, scales, biases, group_size: int, bits: int, mode: str, kernels: KernelChoice):
     """``x @ dequantize(weight).T``: specchat's kernel where it serves, else MLX's quantized product."""
-    if FEW_ROW_KERNEL and TENSOR_CORES and quantized_mma.applies(x, weight, scales, biases, group_size, bits, mode):
+    on_tensor_cores = kernels.few_rows and kernels.tensor_cores
+    if on_tensor_cores and quantized_mma.applies(x, weight, scales, biases, group_size, bits, mode):
         return quantized_mma.product(x, weight, scales, biases, group_size, bits)
-    if FEW_ROW_KERNEL and quantized_skinny.applies(x, weight, scales, biases, group_size, bits, mode):
+    if kernels.few_rows and quantized_skinny.applies(x, weight, scales, biases, group_size, bits, mode):
         return quantized_skinny.product(x, weight, scales, biases, bits)
     return _mx().quantized_matmul(x, weight, scales=scales, biases=biases, transpose=True, group_size=group_size,
                                   bits=bits, mode=mode)
@@ -97,20 +94,21 @@ class Linear:
     group_size: int = 0
     bits: int = 0
     mode: str = "affine"
+    kernels: KernelChoice = KernelChoice()
 
     @classmethod
-    def of(cls, module, call: Callable | None = None) -> "Linear":
+    def of(cls, module, call: Callable | None = None, kernels: KernelChoice = KernelChoice()) -> "Linear":
         """The record of an MLX ``nn.Linear`` or ``nn.QuantizedLinear`` (or an embedding used as the output
         projection, with ``call`` its library's product); any other module is only called."""
         import mlx.nn as nn
 
         call = call or module
         if type(module) in (nn.Linear, nn.Embedding):
-            return cls(call, module["weight"], module.get("bias"))
+            return cls(call, module["weight"], module.get("bias"), kernels=kernels)
         if type(module) in (nn.QuantizedLinear, nn.QuantizedEmbedding):
             return cls(call, module["weight"], module.get("bias"), module["scales"], module.get("biases"),
-                       module.group_size, module.bits, module.mode)
-        return cls(call)
+                       module.group_size, module.bits, module.mode, kernels)
+        return cls(call, kernels=kernels)
 
     @property
     def out_features(self) -> int | None:
@@ -120,17 +118,16 @@ class Linear:
     def served(self) -> bool:
         """Whether specchat computes the product: a float layer, or a quantized one on CUDA only, so that every
         other device computes exactly what mlx-vlm computes."""
-        from .recurrence import use_cuda_kernel
-
         return self.weight is not None and (self.scales is None or use_cuda_kernel())
 
     def __call__(self, x):
         if not self.served:
             return self.call(x)
         if self.scales is None:
-            out = product(self.weight, x)
+            out = product(self.weight, x, self.kernels)
         else:
-            out = quantized_product(x, self.weight, self.scales, self.biases, self.group_size, self.bits, self.mode)
+            out = quantized_product(x, self.weight, self.scales, self.biases, self.group_size, self.bits, self.mode,
+                                    self.kernels)
         return out if self.bias is None else out + self.bias
 
 
@@ -142,6 +139,7 @@ class Group:
     def __init__(self, *layers: Linear):
         mx = _mx()
         self.layers: tuple[Linear, ...] = layers
+        self.kernels = layers[0].kernels if layers else KernelChoice()
         self.weight, self.splits, self.quantized = None, [], None
         if len(layers) < 2 or any(layer.bias is not None or not layer.served for layer in layers):
             return
@@ -178,9 +176,9 @@ class Group:
         if self.weight is None:
             return [layer(x) for layer in self.layers]
         if self.quantized is None:
-            out = product(self.weight, x)
+            out = product(self.weight, x, self.kernels)
         else:
-            out = quantized_product(x, self.weight, self.scales, self.biases, *self.quantized)
+            out = quantized_product(x, self.weight, self.scales, self.biases, *self.quantized, "affine", self.kernels)
         return _mx().split(out, self.splits, axis=-1)
 
 
@@ -194,8 +192,6 @@ class FeedForward:
     down: Linear | None = None
 
     def __call__(self, x):
-        from .qwen35 import swiglu
-
         if self.gate_up is None:
             return self.call(x)
         gate, up = self.gate_up(x)

@@ -32,10 +32,12 @@ class OwnLoop:
     name = "specchat"
     reason = None  # the default loop needs no reason
 
-    def __init__(self, decoder: Decoder, stop_ids: set[int], prefix: PrefixSnapshot | None = None):
+    def __init__(self, decoder: Decoder, stop_ids: set[int], prefix: PrefixSnapshot | None = None, policy=None):
+        """``policy``: the reply's ``BlockPolicy`` when its block is "auto" (its phases share it)."""
         self.decoder = decoder
         self.stop_ids = stop_ids
         self.prefix = prefix
+        self.policy = policy
 
     def phase(self, gen, input_ids: list[int], max_tokens: int) -> str:
         import mlx.core as mx
@@ -63,9 +65,10 @@ class OwnLoop:
         detokenizer = make_streaming_detokenizer(gen.loaded.processor)
         generated: list[int] = []
         ended = None
+        block = (self.policy or options.draft_block_size) if gen.speculative else 1
         try:
             steps = self.decoder.decode(
-                state, first, max_tokens=max_tokens, block=options.draft_block_size if gen.speculative else 1,
+                state, first, max_tokens=max_tokens, block=block,
                 sampling=sampling, stop_ids=self.stop_ids, cancelled=lambda: gen.cancelled,
             )
             for step in steps:
@@ -82,6 +85,8 @@ class OwnLoop:
         """Pass one step's tokens on; "stop" at a stop token, "length" when the answer is full."""
         if step.accepted is not None:
             gen.rounds.append((step.accepted, step.proposed))
+        if step.block is not None:
+            gen.meter.ran_block(step.block, auto=self.policy is not None and gen.speculative)
         round_info = () if step.accepted is None else (step.accepted,)
         for i, (token, drafted) in enumerate(zip(step.tokens, step.drafted)):
             generated.append(token)

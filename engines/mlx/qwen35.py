@@ -1,5 +1,6 @@
-"""The one place that reads mlx-vlm's internals: the Qwen 3.5 modules, the gated-delta helpers, the prompt
-cache's bookkeeping and the MTP drafter's.
+"""The one place that reads mlx-vlm's internals: the Qwen 3.5 modules, the prompt cache's bookkeeping and the
+MTP drafter's; the functions the own loop calls (the gated-delta helpers, ``swiglu``) come by name through
+library.py.
 
 mlx-vlm documents none of these, so a release may rename any of them. ``body`` and ``mtp_head`` copy what
 specchat's own loop needs from the modules into its own structures (parts.py: per layer, the arrays, sizes
@@ -21,25 +22,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from importlib import import_module
-from importlib.metadata import PackageNotFoundError, version
 
+from . import library
+from .cuda import KernelChoice, current_choice
+from .cuda.quantized_skinny import MAX_ROWS
+# Unavailable and library_version: the engine reads why the own loop cannot run, and on which mlx-vlm, from here
+from .library import Unavailable, function, library_version
 from .linear import FeedForward, Group, Linear, row_count
 from .parts import Attention, Body, GatedDelta, Layer, MtpHead, Rotary, Vision
-from .quantized_skinny import MAX_ROWS
 
 READ_FROM = "0.7.10"  # the mlx-vlm release these internals were read from (pyproject.toml pins it)
 CHECK_TEXT = "The quick brown fox"  # the few tokens ``check`` runs both forwards on
 CHECK_TOLERANCE = 0.05  # of the largest logit: rounding passes, a different computation does not
 
-# (module, attribute) of every function the own loop calls from mlx-vlm.
-FUNCTIONS = (
-    ("mlx_vlm.models.qwen3_5.gated_delta", "gated_delta_update"),
-    ("mlx_vlm.models.qwen3_5.gated_delta", "gated_delta_update_with_states"),
-    ("mlx_vlm.models.qwen3_5.gated_delta", "_compute_g_beta"),
-    ("mlx_vlm.models.activations", "swiglu"),
-    ("mlx_vlm.speculative.ops.linear", "_target_verify_linear"),
-)
 # Members of mlx-vlm's objects read here, by the class that holds them (checked on a real model by the tests).
 LINEAR_ATTENTION = ("_normalize_qk", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "conv1d", "out_proj",
                     "norm", "A_log", "dt_bias", "head_v_dim", "head_k_dim", "num_k_heads", "num_v_heads",
@@ -52,41 +47,6 @@ LANGUAGE_MODEL = ("args", "model", "speculative_logits_from_hidden")
 VISION = ("vision_tower", "config")  # on the model: the tower (None when its weights were left out) and config
 VISION_LANGUAGE_MODEL = ("get_rope_index",)  # the M-RoPE rule: image tokens' 3-D positions, the rope delta
 MTP_HEAD = ("layers", "fc", "pre_fc_norm_embedding", "pre_fc_norm_hidden", "norm", "_forward_hidden")
-
-
-class Unavailable(Exception):
-    """The own loop cannot run on this mlx-vlm: the message says what is missing or differs."""
-
-
-def library_version() -> str:
-    try:
-        return version("mlx-vlm")
-    except PackageNotFoundError:
-        return "(not installed)"
-
-
-def function(module: str, name: str):
-    try:
-        return getattr(import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise Unavailable(f"{module}.{name} is gone ({exc})") from None
-
-
-def gated_delta_update(*args, **kwargs):
-    return function("mlx_vlm.models.qwen3_5.gated_delta", "gated_delta_update")(*args, **kwargs)
-
-
-def gated_delta_update_with_states(*args):
-    return function("mlx_vlm.models.qwen3_5.gated_delta", "gated_delta_update_with_states")(*args)
-
-
-def compute_g_beta(A_log, a, b, dt_bias):
-    """(decay, beta) of the gated-delta rule for each position, as mlx-vlm computes them."""
-    return function("mlx_vlm.models.qwen3_5.gated_delta", "_compute_g_beta")(A_log, a, b, dt_bias)
-
-
-def swiglu(gate, up):
-    return function("mlx_vlm.models.activations", "swiglu")(gate, up)
 
 
 def forward_hidden(drafter, embed, hidden, cache, positions):
@@ -165,7 +125,7 @@ def check(decoder_factory, model, drafter, ids: list[int]):
 
     from .sampling import Sampling
 
-    for module, name in FUNCTIONS:
+    for module, name in library.FUNCTIONS:
         function(module, name)
     check_members(model, drafter)
     try:
@@ -199,13 +159,15 @@ def check(decoder_factory, model, drafter, ids: list[int]):
 
 
 def body(model) -> Body:
-    """The target model's parts, as the own loop's steps read them."""
+    """The target model's parts, as the own loop's steps read them, running the kernels chosen now
+    (``cuda.current_choice``)."""
+    kernels = current_choice()
     lm = getattr(model, "language_model", model)
     inner = lm.model
     output = inner.embed_tokens if lm.args.tie_word_embeddings else lm.lm_head
-    return Body(embed=inner.embed_tokens, layers=tuple(_layer(layer, f"layer {i}") for i, layer in
+    return Body(embed=inner.embed_tokens, layers=tuple(_layer(layer, f"layer {i}", kernels) for i, layer in
                                                        enumerate(inner.layers)),
-                norm=inner.norm, head=Linear.of(output, call=lm.speculative_logits_from_hidden),
+                norm=inner.norm, head=Linear.of(output, call=lm.speculative_logits_from_hidden, kernels=kernels),
                 dtype=activation_dtype(lm), embed_scale=float(getattr(inner, "embed_scale", 1.0)))
 
 
@@ -228,20 +190,21 @@ def vision(model) -> Vision | None:
 
 
 def mtp_head(drafter) -> MtpHead:
-    """The MTP head's parts (mlx-vlm's Qwen3_5MTPDraftModel)."""
-    layers = tuple(Layer(layer.input_layernorm, _attention(layer.self_attn, f"the MTP head's layer {i}"),
-                         layer.post_attention_layernorm, _feed_forward(layer.mlp))
+    """The MTP head's parts (mlx-vlm's Qwen3_5MTPDraftModel), running the kernels chosen now."""
+    kernels = current_choice()
+    layers = tuple(Layer(layer.input_layernorm, _attention(layer.self_attn, f"the MTP head's layer {i}", kernels),
+                         layer.post_attention_layernorm, _feed_forward(layer.mlp, kernels))
                    for i, layer in enumerate(drafter.layers))
-    return MtpHead(fc=_linear(drafter.fc), embedding_norm=drafter.pre_fc_norm_embedding,
+    return MtpHead(fc=_linear(drafter.fc, kernels), embedding_norm=drafter.pre_fc_norm_embedding,
                    hidden_norm=drafter.pre_fc_norm_hidden, layers=layers, norm=drafter.norm)
 
 
-def _layer(layer, where: str) -> Layer:
+def _layer(layer, where: str, kernels: KernelChoice) -> Layer:
     if layer.is_linear:
-        mixer = _gated_delta(layer.linear_attn, f"{where}'s linear attention")
+        mixer = _gated_delta(layer.linear_attn, f"{where}'s linear attention", kernels)
     else:
-        mixer = _attention(layer.self_attn, f"{where}'s attention")
-    return Layer(layer.input_layernorm, mixer, layer.post_attention_layernorm, _feed_forward(layer.mlp))
+        mixer = _attention(layer.self_attn, f"{where}'s attention", kernels)
+    return Layer(layer.input_layernorm, mixer, layer.post_attention_layernorm, _feed_forward(layer.mlp, kernels))
 
 
 def _shapes(where: str, found: dict, expected: dict) -> None:
@@ -251,19 +214,19 @@ def _shapes(where: str, found: dict, expected: dict) -> None:
         raise Unavailable(f"{where} has {', '.join(wrong)}")
 
 
-def _attention(attn, where: str) -> Attention:
+def _attention(attn, where: str, kernels: KernelChoice) -> Attention:
     heads, kv_heads, head_dim = attn.num_attention_heads, attn.num_key_value_heads, attn.head_dim
     projections = (attn.q_proj, attn.k_proj, attn.v_proj)
     # the query projection carries the output gate beside the queries
     _shapes(where, {name: Linear.of(p).out_features for name, p in zip(("q_proj", "k_proj", "v_proj"), projections)},
             {"q_proj": 2 * heads * head_dim, "k_proj": kv_heads * head_dim, "v_proj": kv_heads * head_dim})
     rotary = attn.rotary_emb
-    return Attention(qkv=_grouped(*projections), o_proj=_linear(attn.o_proj), q_norm=attn.q_norm,
+    return Attention(qkv=_grouped(projections, kernels), o_proj=_linear(attn.o_proj, kernels), q_norm=attn.q_norm,
                      k_norm=attn.k_norm, rotary=Rotary(rotary.apply_rotary, rotary.dim, rope_periods(rotary)),
                      heads=heads, kv_heads=kv_heads, head_dim=head_dim, scale=attn.scale)
 
 
-def _gated_delta(la, where: str) -> GatedDelta:
+def _gated_delta(la, where: str, kernels: KernelChoice) -> GatedDelta:
     key_dim, value_dim = la.num_k_heads * la.head_k_dim, la.num_v_heads * la.head_v_dim
     projections = (la.in_proj_qkv, la.in_proj_z, la.in_proj_b, la.in_proj_a)
     found = {name: Linear.of(p).out_features for name, p in zip(("in_proj_qkv", "in_proj_z", "in_proj_b",
@@ -275,31 +238,30 @@ def _gated_delta(la, where: str) -> GatedDelta:
                            "in_proj_a": la.num_v_heads, "key_dim": key_dim, "conv_dim": conv_dim,
                            "conv1d": (conv_dim, la.conv_kernel_size, 1), "A_log": (la.num_v_heads,),
                            "dt_bias": (la.num_v_heads,)})
-    return GatedDelta(inputs=_grouped(*projections), out_proj=_linear(la.out_proj), conv_weight=la.conv1d.weight,
-                      norm=la.norm, normalize_qk=la._normalize_qk, A_log=la.A_log, dt_bias=la.dt_bias,
-                      k_heads=la.num_k_heads, v_heads=la.num_v_heads, k_dim=la.head_k_dim, v_dim=la.head_v_dim,
-                      key_dim=key_dim, conv_dim=conv_dim, conv_kernel=la.conv_kernel_size)
+    return GatedDelta(inputs=_grouped(projections, kernels), out_proj=_linear(la.out_proj, kernels),
+                      conv_weight=la.conv1d.weight, norm=la.norm, normalize_qk=la._normalize_qk, A_log=la.A_log,
+                      dt_bias=la.dt_bias, k_heads=la.num_k_heads, v_heads=la.num_v_heads, k_dim=la.head_k_dim,
+                      v_dim=la.head_v_dim, key_dim=key_dim, conv_dim=conv_dim, conv_kernel=la.conv_kernel_size)
 
 
-def _feed_forward(mlp) -> FeedForward:
+def _feed_forward(mlp, kernels: KernelChoice) -> FeedForward:
     """A gated dense block as gate and up (in one product where specchat computes them), then down; any other (a
     sparse one) as it is."""
     gate, up, down = (getattr(mlp, name, None) for name in ("gate_proj", "up_proj", "down_proj"))
     if any(p is None for p in (gate, up, down)):
         return FeedForward(mlp)
-    return FeedForward(mlp, _grouped(gate, up), _linear(down))
+    return FeedForward(mlp, _grouped((gate, up), kernels), _linear(down, kernels))
 
 
-def _linear(module) -> Linear:
+def _linear(module, kernels: KernelChoice) -> Linear:
     """A linear layer's record; a quantized layer that specchat does not compute (off CUDA) is called through
     mlx-vlm's verify route for a verify's few rows (``VerifyRoute``)."""
     import mlx.nn as nn
 
-    record = Linear.of(module)
+    record = Linear.of(module, kernels=kernels)
     if type(module) is not nn.QuantizedLinear or record.served:
         return record
-    return replace(record, call=VerifyRoute(module, function("mlx_vlm.speculative.ops.linear",
-                                                             "_target_verify_linear")))
+    return replace(record, call=VerifyRoute(module, library.verify_linear()))
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,12 +281,12 @@ class VerifyRoute:
         return self.module(x)
 
 
-def _grouped(*modules) -> Group:
+def _grouped(modules: tuple, kernels: KernelChoice) -> Group:
     """One product over layers that read the same input. Each layer's own arrays become views of its rows of
     the stack: the same numbers, so mlx-vlm's loop computes what it did, and the separate copies are freed."""
     import mlx.core as mx
 
-    group = Group(*(_linear(module) for module in modules))
+    group = Group(*(_linear(module, kernels) for module in modules))
     for module, views in zip(modules, group.views()):
         module.update(views)
     mx.eval([module.parameters() for module in modules])

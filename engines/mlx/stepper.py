@@ -98,7 +98,7 @@ def _attention_mask(positions, capacity: int):
     return mx.arange(capacity)[None, :] <= positions[0][:, None]
 
 
-def _rotate(rotary: Rotary, queries, keys, positions, position_ids, mrope: bool = False):
+def rotate(rotary: Rotary, queries, keys, positions, position_ids, mrope: bool = False):
     """Rotary embedding of ``queries`` and ``keys`` (heads first) at ``positions``, consecutive; ``mrope``:
     at ``position_ids`` (3, 1, L), whose rows differ (an image's tokens), through the model's own MRoPE."""
     mx = _mx()
@@ -129,7 +129,7 @@ def _attend(attn: Attention, x, positions, position_ids, keys_buf, values_buf, m
     keys = attn.k_norm(k_out.reshape(B, L, attn.kv_heads, -1)).transpose(0, 2, 1, 3)
     values = v_out.reshape(B, L, attn.kv_heads, -1).transpose(0, 2, 1, 3)
     text = position_ids[0] if position_ids.ndim == 3 else position_ids
-    queries, keys = _rotate(attn.rotary, queries, keys, text, position_ids, mrope)
+    queries, keys = rotate(attn.rotary, queries, keys, text, position_ids, mrope)
     at = positions[0, :1]
     keys_buf = mx.slice_update(keys_buf, keys.astype(keys_buf.dtype), at, axes=(2,))
     values_buf = mx.slice_update(values_buf, values.astype(values_buf.dtype), at, axes=(2,))
@@ -160,7 +160,7 @@ def _gated_delta(gd: GatedDelta, x, conv_state, ssm_state, with_states: bool):
     """One gated-delta block; returns (output, conv input, final or per-position states)."""
     import mlx.nn as nn
 
-    from .qwen35 import gated_delta_update
+    from .library import gated_delta_update
     from .recurrence import with_states as gated_delta_with_states
 
     mx = _mx()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 
+from ..block_policy import AUTO
 from . import qwen35
 from .qwen35 import cached_ids, cached_positions, drafter_rounds, keep_cached_ids
 
@@ -38,8 +39,9 @@ class VlmLoop:
         if gen.images.images:
             kwargs.update(self._image_inputs(gen, input_ids))
         if gen.speculative:
-            kwargs.update(draft_model=loaded.drafter, draft_kind=loaded.drafter_kind,
-                          draft_block_size=options.draft_block_size)
+            # "auto" is specchat's own loop's: here the drafter runs at the block its own config names.
+            block = None if options.draft_block_size == AUTO else options.draft_block_size
+            kwargs.update(draft_model=loaded.drafter, draft_kind=loaded.drafter_kind, draft_block_size=block)
         from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 
         first_phase = gen.first_phase
@@ -67,6 +69,8 @@ class VlmLoop:
                 if gen.answer_full:  # a token past the answer's limit
                     gen.cache_stale = True
                     return "length"
+                if not gen.speculative and chunk.generation_tokens > 1:  # a plain step after the phase's first token
+                    gen.meter.ran_block(1)
                 thinking = gen.splitter.thinking
                 detokenizer.add_token(chunk.token)
                 gen.deliver(detokenizer.last_segment)

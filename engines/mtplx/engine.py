@@ -268,7 +268,7 @@ class MtplxEngine(OpenAICompatEngine):
             body.pop(key, None)
         speculative = options.speculative and self.supervisor.health.get("load_mtp", True) is not False
         body["generation_mode"] = "mtp" if speculative else "ar"
-        if speculative:
+        if speculative and options.draft_block_size != "auto":  # auto: the daemon's own depth (``mtplx tune``'s)
             low, high = DEPTH_RANGE
             body["depth"] = max(low, min(high, options.draft_block_size - 1))
         effort = effort_for(options.reasoning_budget, family_levels(self.supervisor.health, self.model))

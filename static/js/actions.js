@@ -1,7 +1,7 @@
 // What the page sends: messages, edits, regenerations and continuations, branch choices, races and sweeps,
 // stops and block changes, each drawn at once and handed the view its frames will go to.
 
-import { slowReplyNotice } from "@app/baseline.js";
+import { mostDrafted, slowReplyNotice } from "@app/baseline.js";
 import { RaceView } from "@app/race.js";
 import { SWEEP_BLOCKS, SweepView } from "@app/sweep.js";
 
@@ -134,7 +134,11 @@ export function pageActions(app, page) {
 
   /** A finished reply's notice when drafting did not pay off, with the change it advises. */
   function judgeReply(stats) {
-    const notice = slowReplyNotice(baseline, stats, app.settingsValues.draft_block_size, app.engineInfo);
+    // On "auto", judged at the block it drafted at most; a reply it ran without drafting has nothing to advise.
+    const setting = app.settingsValues.draft_block_size;
+    const block = setting === "auto" ? mostDrafted(stats.block_history) : setting;
+    if (block == null) return null;
+    const notice = slowReplyNotice(baseline, stats, block, app.engineInfo);
     if (!notice) return null;
     const action = notice.block > 1
       ? { label: `Use block ${notice.block}`, run: () => applyBlock(notice.block) }

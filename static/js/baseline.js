@@ -41,6 +41,19 @@ export function noiseOf(known) {
   return Math.round((NOISE + Math.max(0, spread.max - spread.min) / (2 * known.tok_s)) * 1000) / 1000;
 }
 
+/** The block that ran the most rounds in a `block_history` (1: plain steps; a tie goes to the larger); null
+ * without one. */
+export function mostRun(history) {
+  const ran = Object.entries(history ?? {});
+  if (!ran.length) return null;
+  return Number(ran.reduce((a, b) => (b[1] > a[1] || (b[1] === a[1] && Number(b[0]) > Number(a[0])) ? b : a))[0]);
+}
+
+/** The drafting block that ran the most rounds in a `block_history` ({"1": 30, "4": 20} gives 4); null without one. */
+export function mostDrafted(history) {
+  return mostRun(Object.fromEntries(Object.entries(history ?? {}).filter(([block]) => block !== "1")));
+}
+
 /**
  * The block to use instead of `block`, which decoded at `on` tok/s against `off` without the drafter:
  * `{block, basis}`, block 1 meaning the drafter off. Never `block` or larger. From the last sweep's

@@ -17,16 +17,19 @@ export class Conversation {
    *          judge: (stats: object) => object|null,
    *          onEdit: (message: UserMessage, text: string, images: string[]) => boolean,
    *          onRegenerate: (turn: AssistantTurn) => void, onContinue: (turn: AssistantTurn) => void,
-   *          onSelect: (id: string) => void, streaming: () => boolean}} hooks `onRace` races a past
+   *          onSelect: (id: string) => void, onApprove: (call: string, decision: string) => boolean,
+   *          streaming: () => boolean}} hooks `onRace` races a past
    *   message again; `judge` is handed to each reply (see AssistantTurn); `onEdit`, `onRegenerate`
-   *   and `onSelect` make and switch branches; `onContinue` goes on with an unfinished reply.
+   *   and `onSelect` make and switch branches; `onContinue` goes on with an unfinished reply; `onApprove` sends
+   *   the user's decision on a tool call.
    */
-  constructor(log, jump, { onResend, onRace, judge, onEdit, onRegenerate, onContinue, onSelect, streaming }) {
+  constructor(log, jump,
+    { onResend, onRace, judge, onEdit, onRegenerate, onContinue, onSelect, onApprove, streaming }) {
     this.log = log;
     this.jump = jump;
     this.list = log.querySelector(".messages");
     this.emptyState = log.querySelector(".empty-state");
-    this.turnHooks = { onResend, judge, onRegenerate, onContinue, onSelect };
+    this.turnHooks = { onResend, judge, onRegenerate, onContinue, onSelect, onApprove };
     this.userHooks = { onEdit, onRace, onSelect };
     this.streaming = streaming;
     this.turns = new Map(); // assistant turns by chat request id

@@ -102,12 +102,20 @@ export function frameHandlers(app, page) {
       if (itemFrame(frame)) return;
       conversation.turnFor(frame)?.addAnswer(frame.text, frame.rounds, frame.draft_spans);
     },
+    tool_call(frame) {
+      conversation.turnFor(frame)?.toolCall(frame);
+    },
+    tool_result(frame) {
+      conversation.turnFor(frame)?.toolResult(frame);
+    },
     stats(frame) {
       if (itemFrame(frame)) return;
+      showAutoBlock(frame.stats);
       conversation.turnFor(frame)?.updateStats(frame.stats);
     },
     done(frame) {
       if (itemFrame(frame)) return;
+      showAutoBlock(frame.stats);
       const turn = conversation.turnFor(frame);
       if (!turn) return;
       turn.done(frame);
@@ -167,6 +175,12 @@ export function frameHandlers(app, page) {
     if (!item) return false;
     item.frame(frame);
     return true;
+  }
+
+  /** A chat reply's `auto_block`, the block draft_block_size "auto" runs at now, in the quick bar and the pane. */
+  function showAutoBlock(stats) {
+    quickBar.autoChose(stats?.auto_block);
+    settings.setAutoBlock(stats?.auto_block);
   }
 
   function finishItem(frame) {

@@ -64,6 +64,7 @@ const conversation = new Conversation($("#log"), $("#jump"), {
   onRegenerate: (turn) => actions.regenerate(turn),
   onContinue: (turn) => actions.continueReply(turn),
   onSelect: (id) => actions.selectBranch(id),
+  onApprove: (call, decision) => connection.send({ type: "tool_approval", call, decision }),
   streaming: () => app.current !== null,
 });
 const history = new History({

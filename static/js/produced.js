@@ -1,10 +1,18 @@
 // What produced a stored reply, from its `settings`: "drafter on · block 4 · budget 512".
 
-/** The short line, or null for a reply that carries no settings (a live one, or an import without them). */
-export function producedLine(settings) {
+import { autoLabel } from "@app/quick-bar.js";
+import { mostRun } from "@app/baseline.js";
+
+/**
+ * The short line, or null for a reply that carries no settings (a live one, or an import without them); on
+ * block "auto" it names the block the reply's `stats` say ran most, "block auto (4)".
+ */
+export function producedLine(settings, stats = null) {
   if (!settings) return null;
+  const block = settings.draft_block_size === "auto" ? autoLabel(mostRun(stats?.block_history))
+    : settings.draft_block_size;
   const drafter = settings.speculative && settings.drafter !== null
-    ? `drafter on · block ${settings.draft_block_size}`
+    ? `drafter on · block ${block}`
     : "drafter off";
   const budget = settings.reasoning_budget === 0 ? "thinking off" : `budget ${settings.reasoning_budget}`;
   return `${drafter} · ${budget}`;

@@ -1,9 +1,17 @@
 // The quick bar by the message box: the drafter, the draft block size, the thinking budget and a cache
 // reset, one click or one key each. It shows the live settings (every tab's changes included) and sends
-// its changes through the settings pane, so they are saved and broadcast like any other edit.
+// its changes through the settings pane, so they are saved and broadcast like any other edit. The block
+// "auto" sits below the smallest; while a reply runs on it the bar shows the block it chose, "auto (4)".
 
 const BUDGETS = [0, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536];
 const NOTE_MS = 6000;
+const AUTO = "auto";
+
+/** "auto (4)", "auto (off)" or "auto" (nothing chosen yet): the block setting "auto" with auto's choice. */
+export function autoLabel(chose) {
+  if (chose == null) return AUTO;
+  return `${AUTO} (${chose === 1 ? "off" : chose})`;
+}
 
 // Alt (Option on a Mac) with a key; Shift goes the other way. Matched on the physical key, so a layout's
 // Alt-characters (Option+D is "∂") do not get in the way.
@@ -23,9 +31,10 @@ export class QuickBar {
     this.root = root;
     this.apply = apply;
     this.values = null;
-    // The block size's limits, from the settings' schema; until it arrives the server judges each step.
-    this.block = { min: -Infinity, max: Infinity };
+    // The block size's limits, from the settings' schema; until it arrives the server judges each step up.
+    this.block = { min: 2, max: Infinity };
     this.enabled = false;
+    this.autoBlock = null; // the block "auto" ran at last (1: drafting off), from the replies' stats
     this.inFlight = 0; // changes sent from here whose `settings` answer has not come back
     this.noteTimer = 0;
     const $ = (name) => root.querySelector(`[data-quick="${name}"]`);
@@ -38,8 +47,8 @@ export class QuickBar {
     this.statusEl = $("status");
     this.actions = {
       drafter: () => this.set({ speculative: !this.values.speculative }),
-      blockUp: () => this.set({ draft_block_size: Math.min(this.block.max, this.values.draft_block_size + 1) }),
-      blockDown: () => this.set({ draft_block_size: Math.max(this.block.min, this.values.draft_block_size - 1) }),
+      blockUp: () => this.set({ draft_block_size: this.stepUp(this.values.draft_block_size) }),
+      blockDown: () => this.set({ draft_block_size: this.stepDown(this.values.draft_block_size) }),
       budgetUp: () => this.set({ reasoning_budget: BUDGETS.find((b) => b > this.values.reasoning_budget) }),
       budgetDown: () => this.set({ reasoning_budget: BUDGETS.findLast((b) => b < this.values.reasoning_budget) }),
       resetCache: () => {
@@ -58,6 +67,24 @@ export class QuickBar {
       event.preventDefault();
       this.run(name);
     });
+  }
+
+  /** Up from "auto" fixes the block it chose (the smallest when it chose none, or drafting off). */
+  stepUp(block) {
+    if (block === AUTO) return Math.max(this.autoBlock ?? this.block.min, this.block.min);
+    return Math.min(this.block.max, block + 1);
+  }
+
+  /** Down from the smallest block is "auto". */
+  stepDown(block) {
+    return block === AUTO || block <= this.block.min ? AUTO : block - 1;
+  }
+
+  /** The block "auto" runs at now (a reply's `auto_block`; null when its block is fixed). */
+  autoChose(block) {
+    if (block == null || block === this.autoBlock) return;
+    this.autoBlock = block;
+    this.render();
   }
 
   run(name) {
@@ -97,8 +124,10 @@ export class QuickBar {
 
   /** The settings' JSON schema (`GET /api/settings/schema`): where the block size stops. */
   setSchema(schema) {
-    const block = schema?.properties?.draft_block_size;
-    this.block = { min: block?.minimum ?? -Infinity, max: block?.maximum ?? Infinity };
+    const property = schema?.properties?.draft_block_size;
+    const block = property?.anyOf?.find((branch) => branch.type === "integer") ?? property;
+    // Below the smallest block is "auto", so the smallest is taken as 2 until the schema says.
+    this.block = { min: block?.minimum ?? 2, max: block?.maximum ?? Infinity };
     this.render();
   }
 
@@ -122,11 +151,12 @@ export class QuickBar {
     const on = Boolean(v.speculative);
     this.buttons.drafter.setAttribute("aria-pressed", String(on));
     this.buttons.drafter.querySelector(".quick-state").textContent = on ? "on" : "off";
-    this.blockEl.textContent = String(v.draft_block_size);
+    const auto = v.draft_block_size === AUTO;
+    this.blockEl.textContent = auto ? autoLabel(this.autoBlock) : String(v.draft_block_size);
     this.blockEl.closest(".quick-group").dataset.inactive = String(!on);
     this.budgetEl.textContent = v.reasoning_budget ? String(v.reasoning_budget) : "off";
-    this.buttons.blockDown.disabled ||= v.draft_block_size <= this.block.min;
-    this.buttons.blockUp.disabled ||= v.draft_block_size >= this.block.max;
+    this.buttons.blockDown.disabled ||= auto;
+    this.buttons.blockUp.disabled ||= !auto && v.draft_block_size >= this.block.max;
     this.buttons.budgetDown.disabled ||= v.reasoning_budget <= BUDGETS[0];
     this.buttons.budgetUp.disabled ||= v.reasoning_budget >= BUDGETS.at(-1);
   }

@@ -2,7 +2,7 @@
 // and TTFT (median, min-max), acceptance, whether both lanes wrote the same answer, and whether the
 // machine was busy meanwhile.
 
-import { adviceText, adviseBlock, costText } from "@app/baseline.js";
+import { adviceText, adviseBlock, costText, mostDrafted } from "@app/baseline.js";
 import { busyText } from "@app/busy.js";
 import { element } from "@app/dom.js";
 import { formatFactor, formatMean, formatRate, formatSpread, formatSpreadMs, spreadInSeconds } from "@app/format.js";
@@ -84,11 +84,14 @@ export function renderRaceSummary(el, raceDone, engine = null) {
     children.push(warning);
   }
   if (slower(raceDone)) {
-    const block = raceDone.block_size ?? (on.acceptance_by_depth?.length ?? 0) + 1;
+    // On "auto", the block it drafted at most is the one to advise from.
+    const fixed = typeof raceDone.block_size === "number" ? raceDone.block_size : null;
+    const block = fixed ?? mostDrafted(on.block_history) ?? (on.acceptance_by_depth?.length ?? 0) + 1;
+    const named = fixed ?? raceDone.chose ?? block;
     const advice = adviseBlock({ block, on: on.tok_s?.median, off: off.tok_s?.median,
       byDepth: on.acceptance_by_depth ?? on.stats?.acceptance_by_depth });
     children.push(element("p", "note note-slow-draft",
-      [`Drafting is not paying off here at block ${block}.`, adviceText(advice, block), costText(engine)]
+      [`Drafting is not paying off here at block ${named}.`, adviceText(advice, block), costText(engine)]
         .filter(Boolean).join(" ")));
   }
 
@@ -105,6 +108,8 @@ export function renderRaceSummary(el, raceDone, engine = null) {
     tr.lastChild.append(onText); // text, or an element (acceptance coloured by its level)
     body.append(tr);
   };
+  // The block the drafter ran at; on "auto", the one it ran most: "auto (4)".
+  if (raceDone.block_size != null) row("Draft block", "block", "–", raceDone.chose ?? String(raceDone.block_size));
   row("Decode tok/s", "tok_s", formatSpread(off.tok_s, formatRate), formatSpread(on.tok_s, formatRate));
   const ttftSeconds = spreadInSeconds(off.ttft_ms, on.ttft_ms);
   row("Time to first token", "ttft", formatSpreadMs(off.ttft_ms, ttftSeconds), formatSpreadMs(on.ttft_ms, ttftSeconds));

@@ -153,7 +153,8 @@ export function cardFacts(receipt, raceDone, context = {}) {
     engine: text(pick(r.engine, context.engine?.name)),
     model: text(pick(r.model, context.engine?.model)),
     drafter: text(pick(r.drafter, context.engine?.drafter)),
-    block: pick(r.block_size, context.settings?.draft_block_size),
+    // On "auto", with the block it ran most: "auto (4)".
+    block: pick(r.chose, raceDone?.chose, r.block_size, context.settings?.draft_block_size),
     sampling: samplingText(r.sampling ?? (context.settings && { temperature: 0 })),
     budget: pick(r.reasoning_budget, context.settings?.reasoning_budget),
     machine: machineText(r.machine),

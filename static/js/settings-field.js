@@ -16,7 +16,8 @@ const LAYOUT = {
   },
   draft_block_size: {
     group: "Speculative decoding", unit: "tokens",
-    hint: "Tokens per draft round, the verified anchor included: 2 drafts one token.",
+    hint: "Tokens per draft round, the verified anchor included: 2 drafts one token. " +
+      "auto picks it as the reply goes, and turns drafting off where it does not pay.",
   },
   decode_loop: {
     group: "Speculative decoding",
@@ -29,6 +30,12 @@ const LAYOUT = {
     hint: "Prompt tokens per prefill chunk. 0 sends the whole prompt at once.",
   },
   system_prompt: { group: "Conversation", hint: "Sent before the conversation." },
+  tools: { group: "Tools", hint: "Offer the model the tools switched on in the Tools section below." },
+  max_tool_steps: { group: "Tools", unit: "calls", hint: "Most tool calls in one reply." },
+  tool_timeout_s: { group: "Tools", unit: "s", hint: "A call running longer is cancelled; the model is told." },
+  tool_result_chars: {
+    group: "Tools", step: 1000, unit: "characters", hint: "A longer tool result is cut, with a note saying so.",
+  },
 };
 
 const KINDS = { integer: "int", number: "float", boolean: "bool", string: "text" };
@@ -46,8 +53,20 @@ function humanize(key) {
   return words[0].toUpperCase() + words.slice(1);
 }
 
+/** A number setting that also takes words (`draft_block_size`: 2 to 16, or "auto"): its number branch. */
+function numberBranch(property) {
+  return property?.anyOf?.find((branch) => branch.type in KINDS && branch.type !== "string") ?? null;
+}
+
+/** The words such a setting takes besides numbers, e.g. ["auto"]. */
+function wordsOf(property) {
+  return (property?.anyOf ?? []).filter((branch) => typeof branch.const === "string").map((branch) => branch.const);
+}
+
 function kindOf(property, value) {
   if (property?.enum) return "choice";
+  const branch = numberBranch(property);
+  if (branch) return KINDS[branch.type];
   if (property?.type in KINDS) return KINDS[property.type];
   if (typeof value === "boolean") return "bool";
   // JSON cannot tell 1.0 from 1, so a number the schema does not type accepts any; the server judges it.
@@ -62,25 +81,29 @@ function kindOf(property, value) {
  */
 export function specFor(key, value, property) {
   const layout = LAYOUT[key] ?? {};
+  const bounds = numberBranch(property) ?? property;
   return {
     ...layout,
     group: layout.group ?? "Other",
     label: property?.title ?? humanize(key),
     kind: kindOf(property, value),
-    min: property?.minimum,
-    above: property?.exclusiveMinimum,
-    max: property?.maximum,
+    min: bounds?.minimum,
+    above: bounds?.exclusiveMinimum,
+    max: bounds?.maximum,
     maxLength: property?.maxLength,
     choices: property?.enum,
+    words: wordsOf(property),
   };
 }
 
-/** "2 to 16 tokens", "above 0, up to 1": what a numeric field accepts, shown beside its label. */
+/** "2 to 16 tokens", "above 0, up to 1", "2 to 16 tokens, or auto": what a numeric field accepts, shown beside
+ * its label. */
 export function rangeText(spec) {
   const unit = spec.unit ? ` ${spec.unit}` : "";
+  const words = spec.words?.length ? `, or ${spec.words.join(" or ")}` : "";
   if (spec.above !== undefined) return `above ${number.format(spec.above)}, up to ${number.format(spec.max)}${unit}`;
   if (spec.min !== undefined && spec.max !== undefined) {
-    return `${number.format(spec.min)} to ${number.format(spec.max)}${unit}`;
+    return `${number.format(spec.min)} to ${number.format(spec.max)}${unit}${words}`;
   }
   return "";
 }
@@ -88,7 +111,9 @@ export function rangeText(spec) {
 /** What is wrong with `value` for a field of `spec`, in the field's own words; null when nothing is. */
 export function problemWith(spec, value) {
   const { label, kind } = spec;
-  if (value === undefined) return `${label} must be a ${kind === "int" ? "whole " : ""}number.`;
+  if (spec.words?.includes(value)) return null;
+  const words = spec.words?.length ? `, or ${spec.words.join(" or ")}` : "";
+  if (value === undefined) return `${label} must be a ${kind === "int" ? "whole " : ""}number${words}.`;
   if (kind === "int" || kind === "float") {
     const low = spec.above !== undefined ? value <= spec.above : spec.min !== undefined && value < spec.min;
     const high = spec.max !== undefined && value > spec.max;
@@ -114,6 +139,7 @@ export function readField(input) {
     case "int":
     case "float": {
       const text = input.value.trim();
+      if (input.dataset.words?.split(" ").includes(text)) return text;
       const number = Number(text);
       if (text === "" || !Number.isFinite(number)) return undefined;
       if (input.dataset.kind === "int" && !Number.isInteger(number)) return undefined;
@@ -135,6 +161,7 @@ export function buildField(key, spec) {
   label.textContent = spec.label;
 
   let input;
+  let datalist = null; // the words a number field also takes, offered as it is typed in
   if (kind === "text" && key === "system_prompt") {
     input = document.createElement("textarea");
     input.rows = 4;
@@ -143,13 +170,22 @@ export function buildField(key, spec) {
     for (const choice of spec.choices) input.append(new Option(choice, choice));
   } else {
     input = document.createElement("input");
-    input.type = kind === "bool" ? "checkbox" : kind === "text" ? "text" : "number";
+    // A number that also takes words ("auto") is typed as text: a number input would drop the word.
+    const words = spec.words?.length && (kind === "int" || kind === "float");
+    input.type = kind === "bool" ? "checkbox" : kind === "text" || words ? "text" : "number";
+    if (words) {
+      input.dataset.words = spec.words.join(" ");
+      datalist = document.createElement("datalist");
+      datalist.id = `${id}-words`;
+      for (const word of spec.words) datalist.append(new Option(word, word));
+      input.setAttribute("list", datalist.id);
+    }
   }
   input.id = id;
   input.name = key;
   input.dataset.kind = kind;
   if (kind === "int" || kind === "float") {
-    input.inputMode = kind === "int" ? "numeric" : "decimal";
+    if (!input.dataset.words) input.inputMode = kind === "int" ? "numeric" : "decimal";
     if (spec.min !== undefined) input.min = spec.min;
     if (spec.above !== undefined) input.dataset.above = spec.above;
     if (spec.max !== undefined) input.max = spec.max;
@@ -192,6 +228,7 @@ export function buildField(key, spec) {
   error.setAttribute("role", "alert");
   error.hidden = true;
   row.append(error);
+  if (datalist) row.append(datalist);
   described.push(error.id);
   if (spec.hint) {
     const hint = document.createElement("small");

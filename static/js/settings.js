@@ -26,6 +26,7 @@ export class SettingsPane {
     this.awaitingEcho = false;
     this.statusTimer = 0;
     this.notes = new Map(); // setting key -> the engine's note shown under its field
+    this.autoBlock = null; // the block "auto" ran at last, from the replies' stats
     form.addEventListener("submit", (event) => event.preventDefault());
     form.addEventListener("change", (event) => this.commit(event.target));
     // Typing pauses commit too, so a value applies without leaving the field; a half-typed
@@ -53,6 +54,23 @@ export class SettingsPane {
    */
   setLoopNote(note) {
     this.setNote("decode_loop", note);
+  }
+
+  /**
+   * The block "auto" runs at now (a reply's `auto_block`, 1 while it has drafting off), shown under the draft
+   * block size while that is "auto"; null leaves the last one shown.
+   */
+  setAutoBlock(block) {
+    if (block == null) return;
+    this.autoBlock = block;
+    this.showAutoBlock();
+  }
+
+  showAutoBlock() {
+    const auto = this.values?.draft_block_size === "auto" && this.autoBlock != null;
+    this.setNote("draft_block_size", !auto ? null : this.autoBlock === 1
+      ? "auto has drafting off now: it would not pay here; it tries again now and then."
+      : `auto runs block ${this.autoBlock} now.`);
   }
 
   setNote(key, note) {
@@ -100,6 +118,7 @@ export class SettingsPane {
     } else if (this.schema !== undefined) {
       this.fill(values);
     }
+    this.showAutoBlock();
     if (echo) {
       this.showError(null);
       this.showStatus("Saved · applies from the next message");

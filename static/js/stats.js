@@ -73,9 +73,10 @@ export function ttftSplit(stats) {
 
 /**
  * Render `stats` (keys of the protocol's stats object; any may still be null) into `el`, after
- * `produced` ({text, title}: what produced the reply) where known.
+ * `produced` ({text, title}: what produced the reply) where known; `waiting` names the tools whose calls wait
+ * for the user's approval, which the line says first.
  */
-export function renderStats(el, stats, live, produced = null) {
+export function renderStats(el, stats, live, produced = null, waiting = []) {
   const chips = [];
   // A finished reply shorter than that has no honest rate either: it says so instead.
   const early = stats.tokens != null && stats.tokens < MEASURE_TOKENS;
@@ -97,6 +98,15 @@ export function renderStats(el, stats, live, produced = null) {
     if (stats.thinking_tokens != null) parts.push(`${formatCount(stats.thinking_tokens)} thinking`);
     if (stats.answer_tokens != null) parts.push(`${formatCount(stats.answer_tokens)} answer`);
     chips.push(chip("tokens", parts.join(" · ") || "Generated tokens", "", formatCount(stats.tokens), stats.tokens === 1 ? " token" : " tokens"));
+  }
+  if (stats.tool_calls > 0) {
+    const calls = stats.tool_calls === 1 ? " tool call, " : " tool calls, ";
+    const title = "Tool calls the reply made, and the time they took";
+    chips.push(chip("tool_calls", title, "", formatCount(stats.tool_calls), calls, formatMs(stats.tool_ms)));
+    if (stats.tool_acceptance != null) {
+      chips.push(chip("tool_acceptance", "Drafted tokens accepted inside the tool calls' text", "",
+        acceptanceValue(stats.tool_acceptance, "stat-value"), " accepted in tool calls"));
+    }
   }
   // Drafting stats only mean something when a drafter ran; null says it did not.
   if (stats.drafted != null && early) {
@@ -138,6 +148,11 @@ export function renderStats(el, stats, live, produced = null) {
     chips.push(chip("image_tokens", title, "", formatCount(stats.image_tokens), " image tokens"));
   }
   if (produced) chips.unshift(chip("produced", produced.title, produced.text));
+  if (waiting.length) {
+    const title = "The reply is paused, not frozen: it goes on once you allow or deny the call above";
+    chips.unshift(chip("approval", title, "", `Waiting for your approval to run ${waiting.join(", ")}`,
+      ": the reply goes on once you choose"));
+  }
   el.dataset.live = String(live);
   el.replaceChildren(...chips);
   el.hidden = chips.length === 0;

@@ -28,6 +28,7 @@ export class ThinkingBlock {
     this.tokens = null;
     this.startedAt = performance.now();
     this.ms = null;
+    this.timed = true; // false when the reply's thinking came in several blocks and only its total time is known
     this.collapse = false;
     // Keyboard activation of a summary also fires click, so this catches every user toggle
     // and nothing the code itself does.
@@ -55,6 +56,12 @@ export class ThinkingBlock {
     this.stopClock();
     if (stats && stats.thinking_ms != null) this.ms = stats.thinking_ms;
     if (stats && stats.thinking_tokens != null) this.tokens = stats.thinking_tokens;
+  }
+
+  /** A stored reply's thinking in several blocks (tool calls between them): no block's own time is known. */
+  finishUntimed() {
+    this.stopClock();
+    this.timed = false;
   }
 
   /** Whether the block is still being written (its clock runs). */
@@ -87,7 +94,8 @@ export class ThinkingBlock {
       this.label.textContent = tokens ? `Thinking… ${tokens}` : "Thinking…";
     } else {
       this.el.dataset.state = "done";
-      this.label.textContent = `Thought for ${formatSeconds(this.ms)}` + (tokens ? ` · ${tokens}` : "");
+      const label = this.timed ? `Thought for ${formatSeconds(this.ms)}` : "Thought";
+      this.label.textContent = label + (tokens ? ` · ${tokens}` : "");
     }
     if (this.collapse) {
       this.el.open = false;

@@ -39,7 +39,7 @@ def setting_value(key: str):
     if key in BOUNDED:
         return st.one_of(st.integers(-3, BOUNDED[key]), scalars)
     return st.one_of(st.integers(-3, 70), st.floats(-1, 3, allow_nan=False), st.booleans(),
-                     st.sampled_from(["specchat", "mlx-vlm", ""]), st.text(max_size=200), st.none())
+                     st.sampled_from(["specchat", "mlx-vlm", "", "auto"]), st.text(max_size=200), st.none())
 
 
 settings_values = st.one_of(

@@ -89,7 +89,9 @@ class ServerProcess(Addresses):
     def wait_ready(self, timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            engine = get_json(self.url + "/api/health")["engine"]
+            # A health request waits as long as readiness may: a loaded machine, or an engine unloading meanwhile,
+            # can keep the answer back for seconds, and that is not the server failing.
+            engine = get_json(self.url + "/api/health", timeout=max(1.0, deadline - time.monotonic()))["engine"]
             if engine["state"] == "ready":
                 return engine
             if engine["state"] == "error":

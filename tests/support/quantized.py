@@ -2,7 +2,7 @@
 
 import pytest
 
-from engines.mlx.recurrence import use_cuda_kernel
+from engines.mlx.cuda import use_cuda_kernel
 
 cuda = pytest.mark.skipif(not use_cuda_kernel(), reason="specchat's CUDA kernels run only on a CUDA GPU")
 

@@ -17,22 +17,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, Turn, guarded
+from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, ToolCall, Turn
 
 from ..errors import ClientError
-from ..measurement.busy import CpuWatch
 from .frames import reply_frame
+from .tool_steps import Approvals, Offer, ReplyJob, ReplyStop, ToolSteps
 from .store import Store, new_id, now
 from .window import Window, fit
 
 log = logging.getLogger(__name__)
 
-REPLY_FRAMES = ("start", "thinking", "answer", "stats", "done", "race_done", "sweep_done")
+REPLY_FRAMES = ("start", "thinking", "answer", "stats", "tool_call", "tool_result", "done", "race_done",
+                "sweep_done")
 KEEP_DETACHED_S = 15 * 60
 MAX_CONVERSATIONS = 32
 REATTACH_WAIT_S = 2.0
 SAVE_EVERY_S = 0.5  # a streaming reply is written at least this often: a killed process loses less than this
 RECORDED_SETTINGS = ("speculative", "draft_block_size", "reasoning_budget", "temperature", "top_p", "max_tokens")
+
+
+class Watch(Protocol):
+    """Started where a reply starts (measurement/busy.py's CpuWatch, which the host passes in)."""
+
+    def result(self) -> dict | None:
+        """Where the reply ends: how much of the CPU other work took meanwhile (``{percent, flagged,
+        threshold}``), or None where that cannot be told."""
 
 
 class Job(Protocol):
@@ -51,6 +60,7 @@ class Said:
     finish_reason: str = "error"
     stats: dict | None = None
     last: dict | None = None
+    tool_calls: list[dict] | None = None  # the reply's calls as stored (tool_steps.py)
 
 
 CONTINUABLE = ("cancelled", "length", "interrupted")  # replies ``continue`` may go on with
@@ -62,7 +72,13 @@ def new_message(role: str, parent: str | None, content: str = "", settings: dict
     ``images``: ids of stored attachments, in order."""
     return {"id": new_id(), "parent": parent, "role": role, "content": content, "thinking": "",
             "finish_reason": None, "stats": None, "settings": settings, "created_at": now(),
-            "images": list(images or ())}
+            "images": list(images or ()), "tool_calls": []}
+
+
+def text_length(parts: list[str]) -> int:
+    """The length of the text ``parts`` make, as the page counts it (UTF-16 code units), so that it cuts the
+    text where a tool call happened."""
+    return sum(len(part.encode("utf-16-le")) for part in parts) // 2
 
 
 def produced_by(info: EngineInfo, options: GenerationOptions) -> dict:
@@ -126,14 +142,19 @@ class Autosave:
 
 
 class Conversation:
-    def __init__(self, store: Store, engine: Callable[[], Engine], id: str | None = None,
-                 current: str | None = None, closing: threading.Event | None = None):
+    def __init__(self, store: Store, engine: Callable[[], Engine], watch: Callable[[], Watch],
+                 id: str | None = None, current: str | None = None, closing: threading.Event | None = None,
+                 tools: Callable[[], object] = lambda: None):
         self.id = id or new_id()
+        self._tools = tools  # the app's ToolBox (webapp/tools/), or None
+        self._offer = Offer({})  # the tools the latest turn offers the model
+        self.approvals = Approvals()  # the user's decisions on the calls that wait for one
         self._closing = closing or threading.Event()  # set when the server shuts down: no new jobs
         self.current = current  # the leaf of the branch on screen; None before the first message
         self.job: Job | None = None
         self._store = store
         self._engine = engine
+        self._watch = watch
         self._pump: threading.Thread | None = None
         self._lock = threading.Lock()
         self._sink: Callable[[dict], None] | None = None
@@ -203,7 +224,11 @@ class Conversation:
         history = messages if continued else messages[:-1]
         if self._engine_saw is not None and history != self._engine_saw:
             self.new_engine_id()  # another branch, a failed reply, or a window moved on: nothing cached fits
-        turn = Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options, continued=continued)
+        box = self._tools()
+        offered = box is not None and options.tools and self._engine().info().tools
+        self._offer = Offer.of(box.available() if offered else [])
+        turn = Turn(id=id, conversation_id=self.engine_id, messages=messages, options=options, continued=continued,
+                    tools=self._offer.functions())
         return turn, window
 
     def fitted(self, leaf: str | None, options: GenerationOptions, said: dict | None = None,
@@ -255,10 +280,14 @@ class Conversation:
     def start(self, turn: Turn, window: Window, events, new: list[dict]) -> None:
         """Stream a reply to ``turn`` into the last of the ``new`` messages (stored first)."""
         def engine_saw(said: Said) -> None:
-            self._engine_saw = [*turn.messages, Message("assistant", said.content, said.thinking)]
+            # A reply that called tools was seen as steps, which its stored text does not repeat: the next turn
+            # then starts afresh in the engine.
+            calls = tuple(ToolCall(c["call"], c["name"], c["arguments"]) for c in said.tool_calls or ())
+            self._engine_saw = [*turn.messages, Message("assistant", said.content, said.thinking, tool_calls=calls)]
 
         self.window = window
-        self.begin(turn, new, lambda: self._forward(turn, events, new[-1], window.dropped), engine_saw)
+        job = ReplyJob(turn.id, ReplyStop(turn.cancel))
+        self.begin(job, new, lambda: self._forward(turn, job.cancel, events, new[-1], window.dropped), engine_saw)
 
     def go_on(self, turn: Turn, window: Window, events, reply: dict) -> None:
         """Stream the rest of an unfinished stored ``reply`` into it (``turn`` is continued)."""
@@ -266,7 +295,8 @@ class Conversation:
             self._engine_saw = [*turn.messages[:-1], Message("assistant", said.content, said.thinking)]
 
         self.window = window
-        self.begin(turn, [reply], lambda: self._forward(turn, events, reply, window.dropped), engine_saw,
+        job = ReplyJob(turn.id, ReplyStop(turn.cancel))
+        self.begin(job, [reply], lambda: self._forward(turn, job.cancel, events, reply, window.dropped), engine_saw,
                    stored=True)
 
     def begin(self, job: Job, new: list[dict], work: Callable[[], Said],
@@ -298,7 +328,7 @@ class Conversation:
         finally:
             job.cancel.set()
             self._write(self._store.finish_reply, message, said.content, said.thinking, said.finish_reason,
-                        said.stats)
+                        said.stats, said.tool_calls)
             if after is not None:
                 after(said)
             self.job = None
@@ -311,7 +341,7 @@ class Conversation:
         except sqlite3.Error:
             log.exception("storing conversation %s failed", self.id)
 
-    def _forward(self, turn: Turn, events, reply: dict, dropped: int) -> Said:
+    def _forward(self, turn: Turn, stop: ReplyStop, events, reply: dict, dropped: int) -> Said:
         """Send the reply's events and store what it says as it goes; recorded whatever way it ends.
         ``dropped``: the oldest user turns the model did not see (they no longer fit its context)."""
         said = {Thinking: [reply["thinking"]], Answer: [reply["content"]]}  # a continued reply keeps its start
@@ -322,20 +352,29 @@ class Conversation:
         self.emit(start)
         autosave = Autosave(lambda answer, thinking: self._write(self._store.save_reply, reply["id"], answer,
                                                                  thinking), said[Answer], said[Thinking])
-        watch = CpuWatch()  # how much of the CPU other work took meanwhile: a caveat on the reply's rate
+        watch = self._watch()  # how much of the CPU other work took meanwhile: a caveat on the reply's rate
+        steps = ToolSteps(turn, stop, events, self._engine, self._tools(), self._offer, self.approvals, self.emit, tag,
+                          lambda: {"thinking": text_length(said[Thinking]), "content": text_length(said[Answer])},
+                          lambda calls: self._write(self._store.save_tool_calls, reply["id"], calls))
         try:
-            for event in guarded(events):
+            for event in steps.events():
                 if isinstance(event, (Thinking, Answer)):
                     said[type(event)].append(event.text)
                 if not isinstance(event, Done):
                     self.emit(reply_frame(event, tag))
         finally:
             autosave.close()  # before the final write, which no later save may overtake
-        # guarded() ends with exactly one Done: the last event.
+        # The steps end with exactly one Done (guarded() on each): the last event.
         last = reply_frame(event, tag)
         last["stats"] = {**event.stats, "dropped_turns": dropped, "busy": watch.result()}
         stats = {**last["stats"], "error": last["error"]} if "error" in last else last["stats"]
-        return Said("".join(said[Answer]), "".join(said[Thinking]), event.finish_reason, stats, last)
+        return Said("".join(said[Answer]), "".join(said[Thinking]), event.finish_reason, stats, last, steps.calls)
+
+    def approve(self, call: str, decision: str) -> None:
+        """The user's ``decision`` on a call that waits for one in this conversation's reply."""
+        if not self.approvals.decide(call, decision):
+            raise ClientError("unknown_call", f"No call {call!r} waits for approval in this conversation: it was "
+                              "decided already, or the reply ended.")
 
     def cancel(self, wait: bool = False, timeout: float = 10) -> None:
         with self._lock:
@@ -350,8 +389,11 @@ class Conversations:
     """Open conversations by id; a detached one is kept a while for its tab to come back, and a stored one
     is opened again from the store."""
 
-    def __init__(self, engine: Callable[[], Engine], store: Store):
+    def __init__(self, engine: Callable[[], Engine], store: Store, watch: Callable[[], Watch],
+                 tools: Callable[[], object] = lambda: None):
         self._engine = engine
+        self._watch = watch
+        self._tools = tools
         self.store = store
         self._lock = threading.Lock()
         self._all: OrderedDict[str, Conversation] = OrderedDict()
@@ -374,11 +416,12 @@ class Conversations:
                     if found is None and wanted:
                         head = self.store.head(wanted)
                         if head is not None:
-                            found, resumed = Conversation(self.store, self._engine, wanted, head["current"],
-                                                         self._closing), True
+                            found, resumed = Conversation(self.store, self._engine, self._watch, wanted,
+                                                         head["current"], self._closing, self._tools), True
                             self._all[wanted] = found
                     if not resumed:
-                        found = Conversation(self.store, self._engine, closing=self._closing)
+                        found = Conversation(self.store, self._engine, self._watch, closing=self._closing,
+                                             tools=self._tools)
                         self._all[found.id] = found
                     break
             time.sleep(0.02)

@@ -7,7 +7,11 @@ import base64
 import binascii
 from typing import Literal
 
+import orjson
+
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from engines.block_policy import block_label
 
 from ..errors import ClientError, describe_validation
 from .images import MAX_PER_MESSAGE, Attachment, read_image
@@ -15,7 +19,7 @@ from .store import parse_time, title_of
 
 FORMAT = "specchat.conversation"
 VERSION = 1
-FINISH_REASONS = ("stop", "length", "cancelled", "error", "interrupted")
+FINISH_REASONS = ("stop", "length", "cancelled", "error", "interrupted", "tool_calls")
 
 
 def export_json(conversation: dict, attachments: dict[str, dict]) -> dict:
@@ -24,6 +28,30 @@ def export_json(conversation: dict, attachments: dict[str, dict]) -> dict:
     embedded = {id: {**{k: v for k, v in row.items() if k not in ("id", "data")},
                      "data": base64.b64encode(row["data"]).decode()} for id, row in attachments.items()}
     return {"format": FORMAT, "version": VERSION, **conversation, "attachments": embedded}
+
+
+class ImportedPosition(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    thinking: int = Field(ge=0)
+    content: int = Field(ge=0)
+
+
+class ImportedToolCall(BaseModel):
+    """A reply's call as stored (webapp/conversations/tool_steps.py)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    call: str = Field(min_length=1, max_length=200)
+    name: str
+    server: str | None
+    arguments: dict
+    state: Literal["waiting", "running", "done", "failed", "denied"]
+    ok: bool | None = None
+    content: list[dict] = Field(default_factory=list)
+    ms: float | int | None = None
+    error: str | None = None
+    at: ImportedPosition
 
 
 class ImportedMessage(BaseModel):
@@ -39,6 +67,7 @@ class ImportedMessage(BaseModel):
     settings: dict | None = None
     created_at: str
     images: list[str] = Field(default_factory=list, max_length=MAX_PER_MESSAGE)
+    tool_calls: list[ImportedToolCall] = Field(default_factory=list)
 
     @field_validator("created_at")
     @classmethod
@@ -138,6 +167,11 @@ def branch_markdown(conversation: dict, branch: list[dict]) -> str:
         lines += [f"## Assistant{_produced_by(message)}", ""]
         if message["thinking"]:
             lines += ["<details><summary>Thinking</summary>", "", message["thinking"].strip(), "", "</details>", ""]
+        for call in message.get("tool_calls") or ():
+            said = " ".join(part["text"] for part in call["content"] if part.get("type") == "text")
+            arguments = orjson.dumps(call["arguments"]).decode()
+            lines += [f"> Called `{call['name']}` ({call['server'] or 'unknown'}) with `{arguments}`: {call['state']}"
+                      + (f", {said}" if said else ""), ""]
         lines += [message["content"], ""]
         if message["finish_reason"] not in (None, "stop"):
             lines += [f"*({message['finish_reason']})*", ""]
@@ -150,7 +184,9 @@ def _produced_by(message: dict) -> str:
         return ""
     parts = [settings.get("model") or settings.get("engine") or ""]
     if settings.get("speculative"):
-        parts.append(f"drafter on · block {settings.get('draft_block_size')}")
+        # On "auto", with the block it ran most: "block auto (4)".
+        history = (message.get("stats") or {}).get("block_history")
+        parts.append(f"drafter on · block {block_label(settings.get('draft_block_size'), history)}")
     else:
         parts.append("drafter off")
     parts.append(f"budget {settings.get('reasoning_budget')}")

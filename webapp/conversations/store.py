@@ -97,11 +97,17 @@ MIGRATIONS = [
     );
     CREATE INDEX message_images_by_attachment ON message_images(attachment);
     """,
+    # Tool calls: a reply's calls, each with where in its text it happened (webapp/conversations/tool_steps.py).
+    """
+    ALTER TABLE messages ADD COLUMN tool_calls TEXT;
+    """,
 ]
 UNSENT_KEPT = timedelta(days=1)  # an uploaded image no message holds is freed after this
 ATTACHMENT_FIELDS = ("id", "sha256", "mime", "width", "height")
 
-MESSAGE_FIELDS = ("id", "parent", "role", "content", "thinking", "finish_reason", "stats", "settings", "created_at")
+MESSAGE_FIELDS = ("id", "parent", "role", "content", "thinking", "finish_reason", "stats", "settings", "created_at",
+                  "tool_calls")
+JSON_FIELDS = ("stats", "settings", "tool_calls")
 _COLUMNS = ", ".join(MESSAGE_FIELDS)
 
 
@@ -294,14 +300,20 @@ class Store:
             db.execute("UPDATE messages SET content = ?, thinking = ? WHERE id = ? AND conversation = "
                        "(SELECT n FROM conversations WHERE id = ?)", (content, thinking, message, conversation))
 
+    def save_tool_calls(self, conversation: str, message: str, calls: list[dict]) -> None:
+        """A streaming reply's calls so far, as they change."""
+        with self._transaction() as db:
+            db.execute("UPDATE messages SET tool_calls = ? WHERE id = ? AND conversation = "
+                       "(SELECT n FROM conversations WHERE id = ?)", (_json(calls), message, conversation))
+
     def finish_reply(self, conversation: str, message: str, content: str, thinking: str, finish_reason: str,
-                     stats: dict | None) -> None:
+                     stats: dict | None, tool_calls: list[dict] | None = None) -> None:
         stamp = self._stamp()
         with self._transaction() as db:
             n = self._number(db, conversation)
-            db.execute("UPDATE messages SET content = ?, thinking = ?, finish_reason = ?, stats = ? "
-                       "WHERE conversation = ? AND id = ?",
-                       (content, thinking, finish_reason, _json(stats), n, message))
+            db.execute("UPDATE messages SET content = ?, thinking = ?, finish_reason = ?, stats = ?, "
+                       "tool_calls = coalesce(?, tool_calls) WHERE conversation = ? AND id = ?",
+                       (content, thinking, finish_reason, _json(stats), _json(tool_calls or None), n, message))
             db.execute("UPDATE conversations SET updated_at = ? WHERE n = ?", (stamp, n))
 
     def set_current(self, conversation: str, current: str | None) -> None:
@@ -401,12 +413,14 @@ def _insert(db: sqlite3.Connection, n: int, messages: list[dict]) -> None:
 
 
 def _row(message: dict) -> tuple:
-    return tuple(_json(message.get(f)) if f in ("stats", "settings") else message.get(f) for f in MESSAGE_FIELDS)
+    return tuple(_json(message.get(f) or None) if f == "tool_calls" else _json(message.get(f)) if f in JSON_FIELDS
+                 else message.get(f) for f in MESSAGE_FIELDS)
 
 
 def _message(row: tuple) -> dict:
     message = dict(zip(MESSAGE_FIELDS, row))
-    for key in ("stats", "settings"):
+    for key in JSON_FIELDS:
         if message[key] is not None:
             message[key] = orjson.loads(message[key])
+    message["tool_calls"] = message["tool_calls"] or []
     return message

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from engines import Engine
 from engines.registry import NAMES, EngineSpec, TabPolicy
@@ -17,15 +16,13 @@ from engines.registry import NAMES, EngineSpec, TabPolicy
 from ..conversations.conversation import Conversations
 from ..conversations.store import Store
 from ..measurement.baseline import Baselines
+from ..measurement.busy import CpuWatch
 from ..measurement.receipts import Receipts
 from ..openai_api.queue import DEFAULT_API_QUEUE, ApiQueue
 from .engine_lifecycle import EngineLifecycle
 from .exclusive import CALIBRATION_YIELD_S, ExclusiveUse
 from .settings import SettingsStore
-from .tabs import Tabs
-
-if TYPE_CHECKING:
-    from ..web.chat import ChatSession
+from .tabs import Tab, Tabs
 
 
 class EngineHost:
@@ -49,7 +46,8 @@ class EngineHost:
         self.baselines = baselines
         self.exclusive = self._exclusive.lock  # held by a race, sweep or calibration from start to end
         self.store = store or Store(None)
-        self.conversations = Conversations(lambda: self.engine, self.store)
+        self.tools = None  # the app's ToolBox (webapp/tools/), which offers the model its tools
+        self.conversations = Conversations(lambda: self.engine, self.store, CpuWatch, lambda: self.tools)
         # Held from a settings change to its broadcast: crossing changes reach the engine and the tabs in the
         # order they were applied, so both end with the settings held.
         self._settings_lock = threading.Lock()
@@ -72,7 +70,7 @@ class EngineHost:
         return self._lifecycle.policy
 
     @property
-    def _sessions(self) -> set[ChatSession]:
+    def _sessions(self) -> set[Tab]:
         return self._tabs.sessions
 
     def init_app(self, app) -> None:
@@ -112,10 +110,10 @@ class EngineHost:
         self._watch(engine)
         self._lifecycle.replace(engine, spec, lambda: self._engine_changed(engine))
 
-    def add(self, session: ChatSession) -> None:
+    def add(self, session: Tab) -> None:
         self._tabs.add(session)
 
-    def join(self, session: ChatSession) -> None:
+    def join(self, session: Tab) -> None:
         """Add a tab and greet it. Its hello reads the engine's state and the settings, and is queued, under the
         locks their broadcasts hold: a change made meanwhile reaches the tab after its hello, never before it
         (where the hello's older state would then stand)."""
@@ -123,7 +121,7 @@ class EngineHost:
             self._tabs.add(session)
             session.hello()
 
-    def remove(self, session: ChatSession) -> None:
+    def remove(self, session: Tab) -> None:
         self._tabs.remove(session)
 
     def broadcast(self, frame: dict) -> None:

@@ -4,26 +4,36 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ..web.chat import ChatSession
+
+class Tab(Protocol):
+    """An open tab as the host uses it (web/chat.py's ChatSession on its socket)."""
+
+    def hello(self) -> None:
+        """Queue the tab's greeting, with the state it starts from."""
+
+    def send(self, frame: dict) -> None:
+        """Queue a frame for the tab; never blocks."""
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued frame is on the socket; True when done in time."""
 
 
 class Tabs:
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.sessions: set[ChatSession] = set()
+        self.sessions: set[Tab] = set()
 
-    def add(self, session: ChatSession) -> None:
+    def add(self, session: Tab) -> None:
         with self._lock:
             self.sessions.add(session)
 
-    def remove(self, session: ChatSession) -> None:
+    def remove(self, session: Tab) -> None:
         with self._lock:
             self.sessions.discard(session)
 
-    def all(self) -> list[ChatSession]:
+    def all(self) -> list[Tab]:
         with self._lock:
             return list(self.sessions)
 

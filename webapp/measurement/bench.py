@@ -30,12 +30,13 @@ class _Parser(argparse.ArgumentParser):
         raise BadArguments(message)
 
 
-def blocks(text: str) -> list[int]:
+def blocks(text: str) -> list[int | str]:
     try:
-        values = [int(part) for part in text.split(",")]
+        values = [part if part == "auto" else int(part) for part in text.split(",")]
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of block sizes, e.g. 1,2,3,4")
-    if any(not 1 <= v <= 16 for v in values) or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of block sizes (or auto), "
+                                         "e.g. 1,2,3,4,auto")
+    if any(v != "auto" and not 1 <= v <= 16 for v in values) or len(set(values)) != len(values):
         raise argparse.ArgumentTypeError(f"{text!r}: block sizes are 1 to 16, each listed once")
     if 1 not in values:
         raise argparse.ArgumentTypeError(f"{text!r} lacks block 1 (drafter off), the baseline for speed-up")
@@ -81,7 +82,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--image", type=Path, action="append", default=[], dest="images",
                         help="an image attached to every prompt (repeat for more, up to 8): the table adds the time "
                         "to first token's parts (vision, prefill, first token) and the image tokens")
-    parser.add_argument("--blocks", type=blocks, default=[1, 2, 3, 4], help="draft blocks to run (default 1,2,3,4)")
+    parser.add_argument("--blocks", type=blocks, default=[1, 2, 3, 4, "auto"],
+                        help="draft blocks to run, auto among them: the engine picks the block as each reply goes "
+                        "(default 1,2,3,4,auto)")
     parser.add_argument("--runs", type=runs, default="auto", help="runs of every block and prompt, 1-99, or auto "
                         "(the default): runs added, up to 9, until each block's speed-up is settled")
     parser.add_argument("--max-tokens", type=int, default=256, help="most answer tokens per reply (default 256)")
@@ -101,7 +104,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.json_out is not None and not args.json_out.expanduser().resolve().parent.is_dir():
         parser.error(f"--json {args.json_out}: its folder does not exist")
-    if args.drafter == "none" and max(args.blocks) > 1:
+    if args.drafter == "none" and any(block != 1 for block in args.blocks):
         parser.error("--drafter none can only run block 1: pass --blocks 1 or choose a drafter")
     if args.engine == "openai" and not args.base_url:
         parser.error("--engine openai needs --base-url, the server's /v1 URL")
@@ -186,7 +189,7 @@ def table(rows: list[dict]) -> str:
     for row in rows:
         speedup = row["speedup_range"] and {"median": row["speedup"], **row["speedup_range"]}
         lines.append((
-            str(row["block"]), _spread(row["tok_s"]), _spread(speedup, "x"), _judged(row),
+            row["chose"], _spread(row["tok_s"]), _spread(speedup, "x"), _judged(row),
             "-" if row["acceptance"] is None else f"{row['acceptance']:.1%}",
             "-" if row["mean_accepted"] is None else f"{row['mean_accepted']:.2f}",
             {True: "yes", False: "NO", None: "-"}[row["identical"]],
@@ -233,7 +236,7 @@ def run(args: argparse.Namespace, options) -> int:
         if info.state != "ready":
             print(f"specchat bench: the engine did not load: {info.message}", file=sys.stderr)
             return 1
-        if info.drafter is None and max(args.blocks) > 1:
+        if info.drafter is None and any(block != 1 for block in args.blocks):
             print(f"specchat bench: {info.model} has no drafter: pass --drafter, or --blocks 1", file=sys.stderr)
             return 2
         loops = ["specchat", "mlx-vlm"] if args.loop == "both" else [args.loop]
@@ -339,7 +342,7 @@ def loops_ran(rows: list[dict]) -> str:
     return f"decode loop: {next(iter(words.values()))}" if words else ""
 
 
-def loop_lane(block: int, options, loop: str):
+def loop_lane(block: int | str, options, loop: str):
     """A block's lane on one decode loop; frames say which."""
     from .lanes import Lane, block_lane
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engines import Answer, Done, Engine, EngineError, GenerationOptions, Message, Thinking, Turn, guarded
+from engines.block_policy import add_histories, block_label
 
 from ..conversations.frames import done_frame, reply_frame
 from .measures import divergence, pooled_depths, ratios, spread
@@ -26,10 +27,15 @@ class Lane:
     options: GenerationOptions
 
 
-def block_lane(block: int, options: GenerationOptions) -> Lane:
-    """Block 1 is the drafter off; block k drafts k−1 tokens per verify round."""
+def block_lane(block: int | str, options: GenerationOptions) -> Lane:
+    """Block 1 is the drafter off; block k drafts k−1 tokens per verify round; "auto" lets the engine pick."""
     values = {"speculative": False} if block == 1 else {"speculative": True, "draft_block_size": block}
     return Lane(block, {"block": block}, options.updated(values))
+
+
+def sweep_order(blocks: list[int | str]) -> list[int | str]:
+    """Draft blocks smallest first, "auto" after the fixed ones."""
+    return sorted(blocks, key=lambda block: (block == "auto", 0 if block == "auto" else block))
 
 
 @dataclass
@@ -194,6 +200,7 @@ class Tally:
     acceptance: float | None
     acceptance_by_depth: list | None
     mean_accepted: float | None
+    block_history: dict[str, int] | None  # rounds per block over the complete runs (what "auto" chose)
     identical: bool | None
     divergence: tuple[int, str, str] | None  # (index, baseline's excerpt, this lane's) of the first pair that differs
     stats: dict | None  # the last complete run's final stats
@@ -213,6 +220,7 @@ class Tally:
             "speedup": self.speedup and self.speedup["median"],
             "speedup_range": self.speedup and {"min": self.speedup["min"], "max": self.speedup["max"]},
             "acceptance": self.acceptance, "mean_accepted": self.mean_accepted, "identical": self.identical,
+            "block_history": self.block_history, "chose": block_label(self.lane.key, self.block_history),
             **self.judged(),
             **ran_on(self.stats),
         }
@@ -243,6 +251,7 @@ def tally(results: list[LaneRun], lane: Lane, baseline: Lane) -> Tally:
         acceptance=round(accepted / drafted, 4) if drafted else None,
         acceptance_by_depth=pooled_depths([(r.stats.get("acceptance_by_depth"), r.stats.get("rounds")) for r in runs]),
         mean_accepted=round(accepted / rounds, 3) if rounds else None,
+        block_history=add_histories(r.stats.get("block_history") for r in runs),
         identical=differ is None if pairs else None,
         divergence=differ,
         stats=runs[-1].stats if runs else None,

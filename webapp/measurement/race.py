@@ -13,13 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from engines import Engine, EngineError, GenerationOptions, Message
+from engines.block_policy import block_label
 
 from ..conversations.conversation import Conversation, Said, new_message, produced_by
 from ..errors import ClientError
-from ..hosting.host import EngineHost
-from ..web.protocol import RaceFrame, SweepFrame
 from .busy import CpuWatch
-from .lanes import Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule, tally
+from .contest import ContestHost, RaceAsked, SweepAsked
+from .lanes import (Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule,
+                    sweep_order, tally)
 from .pairs import AUTO_MAX_PAIRS, settled
 
 log = logging.getLogger(__name__)
@@ -51,13 +52,13 @@ def enough_pairs(runs: int | str, lanes: list[Lane]) -> Callable[[list[LaneRun]]
     return lambda results: all(settled(tally(results, lane, lanes[0]).ratios) for lane in lanes[1:])
 
 
-def contest_options(host: EngineHost, greedy: bool) -> GenerationOptions:
+def contest_options(host: ContestHost, greedy: bool) -> GenerationOptions:
     """The current settings, greedy unless the client asked to sample as set."""
     options = host.settings.current
     return options.updated({"temperature": 0.0}) if greedy else options
 
 
-def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -> None:
+def start_race(host: ContestHost, conversation: Conversation, frame: RaceAsked) -> None:
     options, info, spec = contest_options(host, frame.greedy), host.engine.info(), host.spec
     if info.drafter is None:
         raise ClientError("no_drafter", "This engine has no drafter, so there is nothing to race: load one "
@@ -93,9 +94,9 @@ def start_race(host: EngineHost, conversation: Conversation, frame: RaceFrame) -
          parent, rotate=False)
 
 
-def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame) -> None:
+def start_sweep(host: ContestHost, conversation: Conversation, frame: SweepAsked) -> None:
     options, info, spec = contest_options(host, frame.greedy), host.engine.info(), host.spec
-    if info.drafter is None and max(frame.blocks) > 1:
+    if info.drafter is None and any(block != 1 for block in frame.blocks):
         raise ClientError("no_drafter", "This engine has no drafter: only block 1 (drafting off) can run. "
                           "Load one (specchat --drafter) or sweep blocks [1].")
     parent = conversation.current
@@ -121,28 +122,29 @@ def start_sweep(host: EngineHost, conversation: Conversation, frame: SweepFrame)
         )
         return summary
 
-    lanes = [block_lane(block, options) for block in sorted(frame.blocks)]  # block 1, the baseline, first
+    lanes = [block_lane(block, options) for block in sweep_order(frame.blocks)]  # block 1, the baseline, first
     _run(host, conversation, frame.id, frame.text, frame.images, lanes, frame.runs, lanes[-1], summarize,
          lambda: sweep_summary([], "error", BROKE_OFF, None), parent)
 
 
-def described(host: EngineHost, ids: list[str]) -> list[dict]:
+def described(host: ContestHost, ids: list[str]) -> list[dict]:
     """The contest's images as its receipt names them, in order (an unknown id is refused later, named)."""
     found = host.conversations.store.attachments(ids, data=False)
     return [found[id] for id in ids if id in found]
 
 
 def race_summary(id: str, finish: str, error: dict | None, off: Tally, on: Tally, busy: dict | None,
-                 block_size: int) -> dict:
+                 block_size: int | str) -> dict:
     """The ``race_done`` frame: ``busy`` is how much of the CPU went to other work meanwhile (busy.py)."""
     summary = {
         "type": "race_done", "id": id, "finish_reason": finish, "runs": on.pairs,
         "off": {"tok_s": off.tok_s, "ttft_ms": off.ttft_ms, "stats": off.stats},
         "on": {"tok_s": on.tok_s, "ttft_ms": on.ttft_ms, "stats": on.stats, "acceptance": on.acceptance,
-               "acceptance_by_depth": on.acceptance_by_depth, "mean_accepted": on.mean_accepted},
+               "acceptance_by_depth": on.acceptance_by_depth, "mean_accepted": on.mean_accepted,
+               "block_history": on.block_history},
         "speedup": on.speedup, "identical": on.identical,
         "first_divergence": on.divergence and dict(zip(("index", "off", "on"), on.divergence)),
-        **on.judged(), "busy": busy, "block_size": block_size,
+        **on.judged(), "busy": busy, "block_size": block_size, "chose": block_label(block_size, on.block_history),
     }
     if error:
         summary["error"] = error
@@ -162,7 +164,7 @@ def divergence_margin(engine: Engine, results: list[LaneRun], lanes: list[Lane],
     return None
 
 
-def _run(host: EngineHost, conversation: Conversation, id: str, text: str, images: list[str], lanes: list[Lane],
+def _run(host: ContestHost, conversation: Conversation, id: str, text: str, images: list[str], lanes: list[Lane],
          runs: int | str,
          kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None, list[Message]], dict],
          broke_off: Callable[[], dict],

@@ -17,7 +17,7 @@ from engines.registry import EngineSpec
 
 from ..atomic import write_json
 from .busy import describe
-from .lanes import ran_on
+from .lanes import ran_on, sweep_order
 from .machine import machine, versions
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,7 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
                     context_messages=context_messages, at=at, images=images),
         **ran_on(on["stats"] or summary["off"]["stats"]),  # the loop that ran, over the one asked for
         "block_size": options.draft_block_size,
+        "block_history": on.get("block_history"), "chose": summary.get("chose"),  # what "auto" ran
         "runs": {"asked": runs, "measured": summary["runs"]},
         "off": {"tok_s": summary["off"]["tok_s"], "ttft_ms": summary["off"]["ttft_ms"],
                 **ran_on(summary["off"]["stats"])},
@@ -110,19 +111,19 @@ def build(summary: dict, *, prompt: str, options: GenerationOptions, engine: Eng
 
 
 def build_sweep(summary: dict, *, prompt: str, options: GenerationOptions, engine: EngineInfo, spec: EngineSpec,
-                blocks: list[int], runs: int, context_messages: int, at: float, images: list[dict] = ()) -> dict:
+                blocks: list[int | str], runs: int, context_messages: int, at: float, images: list[dict] = ()) -> dict:
     """A block sweep's receipt, from its ``sweep_done`` frame: one row per draft block."""
     return {
         **_measured("sweep", summary, prompt=prompt, options=options, engine=engine,
                     context_messages=context_messages, at=at, images=images),
         **next((ran_on(row) for row in reversed(summary["rows"]) if "decode_loop" in row), {}),
-        "blocks": sorted(blocks),
+        "blocks": sweep_order(blocks),
         "runs": {"asked": runs, "measured": min((row["runs"] for row in summary["rows"]), default=0)},
         "rows": summary["rows"],
         "best": summary["best"],
         "command": bench_command(spec, engine, options, prompt,
                                  _repeat(runs, min((row["runs"] for row in summary["rows"]), default=0)),
-                                 sorted(blocks), images),
+                                 sweep_order(blocks), images),
     }
 
 
@@ -132,7 +133,7 @@ def _repeat(asked: int | str, measured: int) -> int:
 
 
 def bench_command(spec: EngineSpec, engine: EngineInfo, options: GenerationOptions, prompt: str, runs: int,
-                  blocks: list[int], images: list[dict] = ()) -> str:
+                  blocks: list[int | str], images: list[dict] = ()) -> str:
     """The ``specchat bench`` line that measures the same thing from a terminal; each image is named as the
     file to save it to (``image_file``)."""
     words = ["specchat", "bench"]
@@ -211,7 +212,7 @@ def markdown(receipt: dict) -> str:
         f"# specchat race {receipt['id']}",
         "",
         f"{receipt['engine']} · {receipt['model']} · drafter {receipt['drafter'] or 'none'} · "
-        f"block {receipt['block_size']} · {receipt['at']}",
+        f"block {receipt.get('chose') or receipt['block_size']} · {receipt['at']}",
         "",
         f"Prompt{earlier}: {receipt['prompt']!r}",
         "",
@@ -282,7 +283,8 @@ def sweep_markdown(receipt: dict) -> str:
     ]
     for row in receipt["rows"]:
         speedup = row["speedup_range"] and {"median": row["speedup"], **row["speedup_range"]}
-        block = f"**{row['block']}** (best)" if row["block"] == best else str(row["block"])
+        name = row.get("chose") or str(row["block"])  # "auto (4)": what auto ran most
+        block = f"**{name}** (best)" if row["block"] == best else name
         if row["block"] == 1:
             block += " drafter off"
         verdict = "–" if row["block"] == 1 else pairs_text(row)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import time
 import uuid
 
+from engines.tool_calls import openai_tool_calls
+
 from .requests import ChatRequest
 
-FINISH = {"stop": "stop", "length": "length", "cancelled": "stop"}
+FINISH = {"stop": "stop", "length": "length", "cancelled": "stop", "tool_calls": "tool_calls"}
 
 
 def completion_id() -> str:
@@ -25,7 +27,8 @@ def usage(stats: dict) -> dict:
 
 def timings(stats: dict) -> dict:
     """llama.cpp's names: the prompt's uncached tokens and the time to the first token; the generated tokens after
-    it and their time and rate; the drafted and accepted tokens, with acceptance by draft depth."""
+    it and their time and rate; the drafted and accepted tokens, with acceptance by draft depth and the verify
+    rounds (specchat's own, beside llama.cpp's names)."""
     prompt, cached = stats.get("prompt_tokens") or 0, stats.get("cached_tokens") or 0
     tokens, rate = stats.get("tokens") or 0, stats.get("tok_s")
     return {
@@ -34,7 +37,7 @@ def timings(stats: dict) -> dict:
         "predicted_ms": round((tokens - 1) / rate * 1000.0, 1) if rate else None,
         "predicted_per_second": rate,
         "draft_n": stats.get("drafted") or 0, "draft_n_accepted": stats.get("accepted") or 0,
-        "acceptance_by_depth": stats.get("acceptance_by_depth"),
+        "acceptance_by_depth": stats.get("acceptance_by_depth"), "rounds": stats.get("rounds"),
     }
 
 
@@ -83,6 +86,15 @@ class Chunks:
     def text(self, thinking: bool, text: str) -> dict:
         return self._chunk({"reasoning_content": text} if thinking else {"content": text})
 
+    def tool_call(self, index: int, call) -> dict:
+        """One of the reply's calls, whole in one piece, with its ``index`` among them as OpenAI's stream has it."""
+        return self._chunk({"tool_calls": [{"index": index, **openai_tool_calls([call])[0]}]})
+
+    def progress(self, stats: dict) -> dict:
+        """The numbers so far, live (at most ten a second): an empty delta with ``timings``, as llama.cpp sends them
+        with ``timings_per_token``, so that a client can show what the drafter does while the reply streams."""
+        return {**self._chunk({}), "timings": timings(stats)}
+
     def finish(self, finish_reason: str) -> dict:
         return self._chunk({}, FINISH.get(finish_reason, finish_reason))
 
@@ -91,11 +103,13 @@ class Chunks:
                 "choices": [], "usage": usage(stats), "timings": timings(stats)}
 
 
-def completion(model: str, answer: str, thinking: str, finish_reason: str, stats: dict) -> dict:
-    """The whole ``chat.completion`` of a reply not streamed."""
-    message = {"role": "assistant", "content": answer}
+def completion(model: str, answer: str, thinking: str, finish_reason: str, stats: dict, calls=()) -> dict:
+    """The whole ``chat.completion`` of a reply not streamed; with ``calls``, its content may be null."""
+    message = {"role": "assistant", "content": answer or (None if calls else "")}
     if thinking:
         message["reasoning_content"] = thinking
+    if calls:
+        message["tool_calls"] = openai_tool_calls(calls)
     return {"id": completion_id(), "object": "chat.completion", "created": int(time.time()), "model": model,
             "choices": [{"index": 0, "message": message, "logprobs": None,
                          "finish_reason": FINISH.get(finish_reason, finish_reason)}],

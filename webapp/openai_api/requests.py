@@ -2,7 +2,8 @@
 
 Every field that changes the output is honoured or refused by name: nothing is ignored silently. Fields a
 request leaves out take the settings pane's values (so the API decodes as the page does, drafter included);
-``reasoning_effort`` maps to a thinking budget (``EFFORT_BUDGETS``).
+``reasoning_effort`` maps to a thinking budget (``EFFORT_BUDGETS``). ``tools`` are the client's own: the model's
+calls come back for the client to run, and their results come in as ``tool`` messages.
 """
 
 from __future__ import annotations
@@ -11,12 +12,13 @@ import base64
 import binascii
 import re
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Literal, Union
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from engines import GenerationOptions, Image, Message
+from engines import GenerationOptions, Image, Message, ToolCall
+from engines.tool_calls import read_arguments
 
 from ..conversations.images import MAX_PER_MESSAGE, read_image
 from ..errors import ClientError
@@ -50,17 +52,53 @@ class ImagePart(_Model):
 Part = Annotated[Union[TextPart, ImagePart], Field(discriminator="type")]
 
 
+class CalledFunction(_Model):
+    name: str
+    arguments: str
+
+
+class ApiToolCall(_Model):
+    id: str
+    type: Literal["function"]
+    function: CalledFunction
+
+
 class ApiMessage(_Model):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[Part] | None = None
     name: str | None = None
     reasoning_content: str | None = None
-    tool_calls: list[Any] | None = None
+    tool_calls: list[ApiToolCall] | None = None
     tool_call_id: str | None = None
+
+
+class FunctionDef(_Model):
+    name: Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")]
+    description: str | None = None
+    parameters: dict | None = None
+    strict: bool | None = None
+
+
+class ToolDef(_Model):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class ChosenFunction(_Model):
+    name: str
+
+
+class NamedToolChoice(_Model):
+    type: Literal["function"]
+    function: ChosenFunction
 
 
 class StreamOptions(_Model):
     include_usage: bool = False
+
+
+class TemplateSwitches(_Model):
+    enable_thinking: bool | None = None
 
 
 class ChatCompletionBody(_Model):
@@ -77,8 +115,13 @@ class ChatCompletionBody(_Model):
     reasoning_effort: Literal[tuple(EFFORT_BUDGETS)] | None = None  # type: ignore[valid-type]
     # specchat's own, as the settings pane has them
     reasoning_budget: int | None = None
+    # Thinking switches other servers take (mlx-vlm, MTPLX, vLLM), so that their clients, specchat's own OpenAI
+    # engine among them, decode here as they ask there: thinking off, or its budget.
+    enable_thinking: bool | None = None
+    chat_template_kwargs: TemplateSwitches | None = None
+    thinking_budget: int | None = None
     speculative: bool | None = None
-    draft_block_size: int | None = None
+    draft_block_size: int | Literal["auto"] | None = None
     # Taken only at the value that changes nothing; anything else is refused by name (refusals below).
     n: int | None = None
     logprobs: bool | None = None
@@ -87,8 +130,8 @@ class ChatCompletionBody(_Model):
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     logit_bias: dict | None = None
-    tools: list[Any] | None = None
-    tool_choice: str | dict | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     # Fields that never change the output.
     user: str | None = None
     metadata: dict | None = None
@@ -105,6 +148,8 @@ class ChatRequest:
     stream: bool
     include_usage: bool
     stop: tuple[str, ...]
+    tools: tuple[dict, ...] = ()
+    tool_choice: str | dict = "auto"
 
 
 def parse_request(raw: bytes, settings: GenerationOptions, vision: bool) -> ChatRequest:
@@ -130,8 +175,9 @@ def parse_request(raw: bytes, settings: GenerationOptions, vision: bool) -> Chat
     if body.seed is not None and options.temperature > 0:
         raise _refuse("seed", "sampling with a seed is not supported yet; send temperature 0 (greedy, the same "
                       "output every time) or leave seed out")
-    return ChatRequest(body.model, messages, options, body.stream,
-                       bool(body.stream_options and body.stream_options.include_usage), _stops(body.stop))
+    tools, choice = _tools(body)
+    usage = bool(body.stream_options and body.stream_options.include_usage)
+    return ChatRequest(body.model, messages, options, body.stream, usage, _stops(body.stop), tools, choice)
 
 
 def _param(loc: tuple) -> str:
@@ -163,24 +209,50 @@ def _refuse_unsupported(body: ChatCompletionBody) -> None:
             raise _refuse(name, "it does not apply penalties; leave it out or send 0")
     if body.logit_bias:
         raise _refuse("logit_bias", "it does not bias tokens; leave it out")
-    if body.tools or body.tool_choice not in (None, "none"):
-        raise _refuse("tools", "this version of specchat does not call tools yet; leave tools and tool_choice out")
-    if body.reasoning_effort is not None and body.reasoning_budget is not None:
-        raise ApiError(400, "invalid_value", "Send reasoning_effort or reasoning_budget, not both.", "reasoning_budget")
+    budgets = [name for name in ("reasoning_effort", "reasoning_budget", "thinking_budget")
+               if getattr(body, name) is not None]
+    if len(budgets) > 1:
+        raise ApiError(400, "invalid_value", f"Send one of {' and '.join(budgets)}, not both.", budgets[-1])
     if None not in (body.max_tokens, body.max_completion_tokens) and body.max_tokens != body.max_completion_tokens:
         raise ApiError(400, "invalid_value", "max_tokens and max_completion_tokens differ: send one of them.",
                        "max_completion_tokens")
+
+
+def _tools(body: ChatCompletionBody) -> tuple[tuple[dict, ...], str | dict]:
+    """The tools the model may call, in OpenAI's shape, and the choice; a choice naming no tool offered is refused."""
+    tools = tuple(tool.model_dump(exclude_none=True) for tool in body.tools or ())
+    choice = body.tool_choice or "auto"
+    if isinstance(choice, NamedToolChoice):
+        if choice.function.name not in {tool["function"]["name"] for tool in tools}:
+            raise ApiError(400, "invalid_value", f"tool_choice names {choice.function.name!r}, which is not among "
+                           "the tools sent.", "tool_choice")
+        choice = choice.model_dump()
+    elif choice == "required" and not tools:
+        raise ApiError(400, "invalid_value", "tool_choice is \"required\" but no tools were sent.", "tool_choice")
+    return tools, choice
 
 
 def _messages(items: list[ApiMessage], vision: bool) -> tuple[str | None, list[Message]]:
     """(the system prompt from the leading system or developer messages, or None; the rest as Messages)."""
     system: list[str] = []
     messages: list[Message] = []
+    called: set[str] = set()  # the ids of the calls made so far, which tool messages answer
     for n, item in enumerate(items):
         where = f"messages[{n}]"
-        if item.role == "tool" or item.tool_calls or item.tool_call_id:
-            raise _refuse(where, "this version of specchat does not call tools yet, so a conversation cannot hold "
-                          "tool calls or tool messages")
+        if item.role == "tool":
+            if item.tool_call_id not in called:
+                raise ApiError(400, "invalid_value", f"{where} answers tool call {item.tool_call_id!r}, which no "
+                               "assistant message before it made.", f"{where}.tool_call_id")
+            messages.append(Message("tool", _content(item, where, False)[0], tool_call_id=item.tool_call_id))
+            continue
+        if item.tool_call_id is not None:
+            raise ApiError(400, "invalid_value", f"{where}: only tool messages carry a tool_call_id.",
+                           f"{where}.tool_call_id")
+        if item.tool_calls and item.role != "assistant":
+            raise ApiError(400, "invalid_value", f"{where}: only assistant messages make tool calls.",
+                           f"{where}.tool_calls")
+        calls = tuple(_call(call, f"{where}.tool_calls[{k}]") for k, call in enumerate(item.tool_calls or ()))
+        called.update(call.call for call in calls)
         text, images = _content(item, where, vision)
         if item.role in ("system", "developer"):
             if messages:
@@ -190,11 +262,18 @@ def _messages(items: list[ApiMessage], vision: bool) -> tuple[str | None, list[M
             continue
         if images and item.role != "user":
             raise ApiError(400, "invalid_value", f"{where}: only user messages can hold images.", f"{where}.content")
-        messages.append(Message(item.role, text, item.reasoning_content or "", images))
-    if not messages or messages[-1].role != "user":
-        raise ApiError(400, "invalid_value", "The last message must be the user's: specchat answers it.",
-                       "messages")
+        messages.append(Message(item.role, text, item.reasoning_content or "", images, calls))
+    if not messages or messages[-1].role not in ("user", "tool"):
+        raise ApiError(400, "invalid_value", "The last message must be the user's or a tool's result: specchat "
+                       "answers it.", "messages")
     return ("\n\n".join(system) if system else None), messages
+
+
+def _call(call: ApiToolCall, where: str) -> ToolCall:
+    read = read_arguments(call.id, call.function.name, call.function.arguments)
+    if read.error:
+        raise ApiError(400, "invalid_value", f"{where}.function.arguments: {read.error}", f"{where}.function.arguments")
+    return read
 
 
 def _content(item: ApiMessage, where: str, vision: bool) -> tuple[str, tuple[Image, ...]]:
@@ -235,6 +314,10 @@ def _options(body: ChatCompletionBody, settings: GenerationOptions, system: str 
     values: dict = {"system_prompt": system or ""}
     limit = body.max_completion_tokens or body.max_tokens
     budget = EFFORT_BUDGETS[body.reasoning_effort] if body.reasoning_effort is not None else body.reasoning_budget
+    budget = body.thinking_budget if body.thinking_budget is not None else budget
+    switches = body.chat_template_kwargs.enable_thinking if body.chat_template_kwargs else None
+    if False in (body.enable_thinking, switches):
+        budget = 0
     given = {"max_tokens": limit, "temperature": body.temperature, "top_p": body.top_p, "reasoning_budget": budget,
              "speculative": body.speculative, "draft_block_size": body.draft_block_size}
     values.update({key: value for key, value in given.items() if value is not None})
@@ -249,8 +332,9 @@ def _options(body: ChatCompletionBody, settings: GenerationOptions, system: str 
         field = str(first["loc"][0]) if first["loc"] else "value"
         param = {"max_tokens": "max_completion_tokens" if body.max_completion_tokens else "max_tokens",
                  "system_prompt": "messages"}.get(field, field)
-        if field == "reasoning_budget" and body.reasoning_effort is not None:
-            param = "reasoning_effort"
+        if field == "reasoning_budget":
+            param = next(name for name in ("reasoning_effort", "thinking_budget", "reasoning_budget")
+                         if getattr(body, name) is not None)
         raise ApiError(400, "invalid_value", f"{param}: {first['msg']}.", param) from None
 
 

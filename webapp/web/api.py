@@ -41,20 +41,28 @@ def health():
                     "engine": frame["engine"], "spec": frame["spec"]})
 
 
-@bp.app_errorhandler(404)
-@bp.app_errorhandler(405)
-def _no_such_route(exc: HTTPException):
-    """Under /api a wrong path or method gets the JSON error shape too, under /v1 OpenAI's; pages keep Flask's
-    own."""
+@bp.app_errorhandler(HTTPException)
+def _http_error(exc: HTTPException):
+    """What Flask answers by itself (a wrong path or method, a body over its limits, an unexpected exception: a
+    500) gets the JSON error shape too under /api, OpenAI's under /v1; pages keep Flask's own."""
     if request.path.startswith("/v1/"):
         return openai_http_error(exc)
     if not request.path.startswith("/api/"):
         return exc
-    if exc.code == 405:
-        return jsonify(error_body("method_not_allowed", f"{request.method} {request.path} is not supported: "
-                                  "docs/protocol.md lists each REST route with its method.")), 405
-    return jsonify(error_body("not_found", f"There is no {request.path}: docs/protocol.md lists the REST "
-                              "routes.")), 404
+    return jsonify(error_body(*_described(exc))), exc.code
+
+
+def _described(exc: HTTPException) -> tuple[str, str]:
+    """The code and message of an error Flask raised under /api."""
+    where = f"{request.method} {request.path}"
+    known = {
+        404: ("not_found", f"There is no {request.path}: docs/protocol.md lists the REST routes."),
+        405: ("method_not_allowed", f"{where} is not supported: docs/protocol.md lists each REST route with its "
+                                    "method."),
+        413: ("too_large", f"{where} sent more than the server reads ({exc.description.rstrip('.')}): send less."),
+        500: ("internal", f"{where} failed unexpectedly (specchat's log says why): try again."),
+    }
+    return known.get(exc.code) or (re.sub(r"\W+", "_", exc.name.lower()), f"{where}: {exc.description}")
 
 
 @bp.post("/engine")

@@ -18,6 +18,7 @@ from ..errors import ClientError, error_frame
 from ..hosting.host import EngineHost
 from ..measurement.race import start_race, start_sweep
 from . import protocol
+from .tools import from_loopback
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class ChatSession:
         self._behind = False  # closed for falling behind: the writer sends the 1008
         self._hang_up: threading.Timer | None = None
         self.conversation, self._resumed = host.conversations.open(conversation_id)
+        self._loopback = from_loopback()  # a tab on another machine cannot let a tool run without asking
         self._writer = threading.Thread(target=self._write_out, name="ws-writer", daemon=True)
         self._writer.start()
 
@@ -214,6 +216,12 @@ class ChatSession:
         if job is None or job.id != frame.id:
             raise ClientError("unknown_id", f"No reply or race with id {frame.id!r} is streaming: nothing to stop.")
         job.cancel.set()
+
+    def _on_tool_approval(self, frame: protocol.ToolApprovalFrame) -> None:
+        if frame.decision == "always" and not self._loopback:
+            raise ClientError("loopback_only", "From another machine a call can be allowed once or denied: let a "
+                              "tool run without asking in a tab on the machine specchat runs on.")
+        self.conversation.approve(frame.call, frame.decision)
 
     def _on_settings(self, frame: protocol.SettingsFrame) -> None:
         self._host.update_settings(frame.values)

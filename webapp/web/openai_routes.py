@@ -10,7 +10,7 @@ import orjson
 from flask import Blueprint, Response, current_app, jsonify, request
 from werkzeug.exceptions import HTTPException
 
-from engines import Answer, Done, Message, Thinking, Turn, guarded
+from engines import Answer, Done, Message, Stats, Thinking, ToolCall, Turn, guarded
 
 from ..openai_api.errors import ApiError, error_body
 from ..openai_api.history import store_exchange
@@ -19,7 +19,8 @@ from ..openai_api.requests import parse_request
 
 bp = Blueprint("openai", __name__, url_prefix="/v1")
 WAIT_S = 600.0  # the longest a request waits for its turn
-STATUS = {"context_length": 400, "no_vision": 400, "not_ready": 503, "busy": 503}
+GONE_CHECK_S = 0.05  # how often a reply not streamed looks whether its client is still there
+STATUS = {"context_length": 400, "no_vision": 400, "no_tools": 400, "not_ready": 503, "busy": 503}
 CODES = {"context_length": "context_length_exceeded"}
 
 
@@ -38,7 +39,8 @@ def _api_error(exc: ApiError):
 @bp.errorhandler(HTTPException)
 def openai_http_error(exc: HTTPException):
     """A wrong path or method under /v1, in OpenAI's error shape (api.py routes unmatched /v1 paths here)."""
-    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.code, "invalid_request")
+    code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
+        exc.code, "internal_error" if (exc.code or 500) >= 500 else "invalid_request")
     message = {404: f"There is no {request.path}: specchat serves /v1/models and /v1/chat/completions.",
                405: f"{request.method} {request.path} is not supported."}.get(exc.code, exc.description)
     return jsonify(error_body(exc.code or 400, code, message)), exc.code
@@ -69,13 +71,17 @@ def chat_completions():
     if chat.model != info.model:
         raise ApiError(404, "model_not_found", f"The model {chat.model!r} is not loaded: specchat serves "
                        f"{info.model!r} (GET /v1/models).", "model")
+    if chat.tools and not info.tools:
+        raise ApiError(400, "unsupported_parameter", f"The {info.name} engine does not call tools yet: leave tools "
+                       "out, or load an engine that calls them.", "tools")
     turn = Turn(id=uuid.uuid4().hex, conversation_id=f"api-{uuid.uuid4().hex}", messages=chat.messages,
-                options=chat.options)
+                options=chat.options, tools=chat.tools, tool_choice=chat.tool_choice)
     sized = host.engine.prompt_size(chat.messages, chat.options)
     if sized is not None and sized[0] >= sized[1]:
         raise ApiError(400, "context_length_exceeded", f"The prompt is {sized[0]} tokens; this model holds at most "
                        f"{sized[1]}. Send fewer or shorter messages.", "messages")
-    stream = host.api.open(host, turn, gone=lambda: False, wait_s=WAIT_S)
+    gone = request.environ.get("specchat.client_gone", lambda: False)
+    stream = host.api.open(host, turn, gone=gone, wait_s=WAIT_S)
     events = guarded(stream)
     try:
         first = next(events)
@@ -91,7 +97,7 @@ def chat_completions():
         return Response(_streamed(host, chat, turn, first, events, stream, info.model, keep),
                         mimetype="text/event-stream", headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     try:
-        answer, thinking, done = _collected(chat, turn, first, events)
+        answer, thinking, calls, done = _collected(chat, turn, first, events, gone)
     finally:
         stream.close()
         host.engine.forget(turn.conversation_id)
@@ -99,7 +105,7 @@ def chat_completions():
         raise _failed(done)
     if keep is not None:
         keep(answer, thinking, done)
-    return jsonify(completion(info.model, answer, thinking, done.finish_reason, done.stats))
+    return jsonify(completion(info.model, answer, thinking, done.finish_reason, done.stats, calls))
 
 
 def _keeper(host, chat, info):
@@ -135,14 +141,23 @@ def _cut(chat, turn: Turn, first, events):
                 yield Answer(rest)
             yield Done("stop", event.stats) if cut.hit and event.finish_reason == "cancelled" else event
             return
+        elif isinstance(event, (ToolCall, Stats)) and not cut.hit:
+            yield event
 
 
-def _collected(chat, turn: Turn, first, events) -> tuple[str, str, Done]:
-    said = {Thinking: [], Answer: []}
+def _collected(chat, turn: Turn, first, events, gone) -> tuple[str, str, list[ToolCall], Done]:
+    """The whole reply; a client that leaves meanwhile (``gone``, looked at every ``GONE_CHECK_S``) stops it."""
+    said = {Thinking: [], Answer: [], ToolCall: []}
+    looked = time.monotonic()
     for event in _cut(chat, turn, first, events):
+        if time.monotonic() - looked > GONE_CHECK_S:
+            looked = time.monotonic()
+            if gone():
+                turn.cancel.set()
         if isinstance(event, Done):
-            return "".join(said[Answer]), "".join(said[Thinking]), event
-        said[type(event)].append(event.text)
+            return "".join(said[Answer]), "".join(said[Thinking]), said[ToolCall], event
+        if not isinstance(event, Stats):
+            said[type(event)].append(event if isinstance(event, ToolCall) else event.text)
     raise RuntimeError("a reply ended without its done")  # guarded() always ends with one
 
 
@@ -151,10 +166,16 @@ def _streamed(host, chat, turn: Turn, first, events, stream, model: str, keep):
     next token (``stream.close`` sets the turn's cancel)."""
     chunks = Chunks(chat, model)
     said = {Thinking: [], Answer: []}
+    calls = 0
     try:
         yield _sse(chunks.role())
         for event in _cut(chat, turn, first, events):
-            if not isinstance(event, Done):
+            if isinstance(event, ToolCall):
+                yield _sse(chunks.tool_call(calls, event))
+                calls += 1
+            elif isinstance(event, Stats):
+                yield _sse(chunks.progress(event.values))
+            elif not isinstance(event, Done):
                 said[type(event)].append(event.text)
                 yield _sse(chunks.text(isinstance(event, Thinking), event.text))
             elif event.finish_reason == "error":

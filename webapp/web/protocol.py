@@ -90,6 +90,14 @@ class NewChatFrame(_Frame):
     type: Literal["new_chat"]
 
 
+class ToolApprovalFrame(_Frame):
+    """The user's decision on a call that waits for one: run it this once, always run this tool, or not."""
+
+    type: Literal["tool_approval"]
+    call: str = Field(min_length=1, max_length=200)
+    decision: Literal["once", "always", "deny"]
+
+
 class _ContestFrame(_WithImages):
     id: str = Field(min_length=1, max_length=200, pattern=CONTEST_ID)
     runs: int | Literal["auto"] = 1  # "auto": pairs until they settle the speed-up (pairs.py)
@@ -115,11 +123,12 @@ class RaceFrame(_ContestFrame):
 
 class SweepFrame(_ContestFrame):
     type: Literal["sweep"]
-    blocks: list[Block] = Field(default_factory=lambda: [1, 2, 3, 4, 5, 6], min_length=1, max_length=16)
+    blocks: list[Block | Literal["auto"]] = Field(default_factory=lambda: [1, 2, 3, 4, 5, 6], min_length=1,
+                                                  max_length=17)
 
     @field_validator("blocks")
     @classmethod
-    def _distinct_with_baseline(cls, blocks: list[int]) -> list[int]:
+    def _distinct_with_baseline(cls, blocks: list[int | str]) -> list[int | str]:
         if len(set(blocks)) != len(blocks):
             raise ValueError("list each block size once")
         if 1 not in blocks:
@@ -129,12 +138,12 @@ class SweepFrame(_ContestFrame):
 
 ClientFrame = Annotated[
     Union[ChatFrame, StopFrame, SettingsFrame, SwitchEngineFrame, ResetCacheFrame, NewChatFrame, RaceFrame,
-          SweepFrame, RegenerateFrame, SelectFrame, ContinueFrame],
+          SweepFrame, RegenerateFrame, SelectFrame, ContinueFrame, ToolApprovalFrame],
     Field(discriminator="type"),
 ]
 _adapter = TypeAdapter(ClientFrame)
 TYPES = ("chat", "stop", "settings", "switch_engine", "reset_cache", "new_chat", "race", "sweep", "regenerate",
-         "select", "continue")
+         "select", "continue", "tool_approval")
 
 
 def parse(raw: str | bytes) -> ClientFrame:

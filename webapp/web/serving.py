@@ -155,7 +155,21 @@ class _Task(WSGITask):
         environ = super().get_environment()
         if self.ws is None and "websocket" in environ.get("HTTP_UPGRADE", "").lower():
             self.ws = environ["werkzeug.socket"] = _SocketProxy(self)
+        environ["specchat.client_gone"] = self.client_gone
         return environ
+
+    def client_gone(self):
+        """Whether the client has closed its end, so that a long reply it will never read can stop. A peek
+        that reads end-of-file says so; nothing else reads the socket meanwhile (waitress does not read a
+        channel whose request runs), and bytes a client sent ahead stay where waitress will read them."""
+        if not _DONTWAIT:  # a peek would wait for the client: this platform cannot tell
+            return False
+        try:
+            return self.channel.socket.recv(1, socket.MSG_PEEK | _DONTWAIT) == b""
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
     def execute(self):
         failed = False

@@ -328,8 +328,12 @@ class Handler(BaseHTTPRequestHandler):
                                                ["</th", "ink>"] * bool(reasoning) + answer)]
         else:
             pieces = [(style, t) for t in reasoning] + [("content", t) for t in answer]
+        # Tool calls as MTPLX streams them when tools are declared: ``tool_calls`` deltas, each the list one delta
+        # carries, after the content; the finish is then "tool_calls".
+        calls = fault.get("tool_calls", []) if body.get("tools") else []
+        pieces += [("tool_calls", piece) for piece in calls]
         limit = (None if fault.get("ignore_max_tokens") else body.get("max_tokens")) or len(pieces)
-        finish = "length" if len(pieces) > limit else "stop"
+        finish = "length" if len(pieces) > limit else "tool_calls" if calls else "stop"
         pieces = pieces[:limit]
         token_s = fault.get("token_s", 0.002)
         cached = d.sessions.get(session, 0)
@@ -365,14 +369,14 @@ class Handler(BaseHTTPRequestHandler):
             self._chunk(rid, {}, mtplx_progress={
                 "completion_tokens": i + 1, "decode_elapsed_s": elapsed,
                 "decode_tok_s": None if i == 0 else round((i + 1) / elapsed, 2),
-                "decode_phase": "reasoning" if field != "content" else "answer",
+                "decode_phase": {"content": "answer", "tool_calls": "tool_call"}.get(field, "reasoning"),
                 "phase_tok_s": 42.0, "request_id": rid, "session_id": session, "generated_tokens": i + 1,
                 "accepted_by_depth": by_depth(i + 1), "drafted_by_depth": [i + 1] * depth,
                 "verify_calls": (i + 1) if depth else 0})
             self._chunk(rid, {field: text})
             time.sleep(token_s)
         else:
-            n_reasoning = sum(1 for f, _ in pieces if f != "content")
+            n_reasoning = sum(1 for f, _ in pieces if f not in ("content", "tool_calls"))
             n = len(pieces) + (0 < n_reasoning < len(pieces))  # the token that closed thinking counts too
             with d.lock:
                 d.sessions[session] = prompt + n

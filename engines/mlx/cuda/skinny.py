@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from . import use_cuda_kernel
+
 MAX_ROWS = 5  # measured on an H200: up to five rows it beats MLX's product (or ties), past that MLX's wins
 ROWS_PER_WARP = 4  # weight rows a warp reads together, each input chunk loaded once for all of them
 
@@ -82,8 +84,6 @@ def applies(x, weight) -> bool:
     """Whether ``skinny(x, weight)`` serves this product (CUDA, bfloat16, up to ``MAX_ROWS`` rows, K a
     multiple of 8)."""
     import mlx.core as mx
-
-    from .recurrence import use_cuda_kernel
 
     rows = x.size // x.shape[-1]
     return (use_cuda_kernel() and weight.dtype == mx.bfloat16 and x.dtype == mx.bfloat16

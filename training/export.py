@@ -1,13 +1,13 @@
 """Turn trained weights into an MLX qwen3_5 checkpoint and check it against PyTorch.
 
-TRAINED holds what ``demo_model.train`` wrote (weight shards in mlx-vlm's key
+TRAINED holds what ``training.train`` wrote (weight shards in mlx-vlm's key
 layout, text_config.json, reference.npz). The checkpoint gets the tokenizer
 files from TOKENIZER, a tiny unused vision tower (mlx-vlm's qwen3_5 class needs
 one), and one ``model.safetensors`` with the MTP head under ``mtp.*``. Then
 mlx-vlm loads it, and its logits (body and MTP head, through
 ``load_drafter``) are compared with the PyTorch logits on the same ids.
 
-    python -m demo_model.export TRAINED OUT --tokenizer demo_model/specchat-demo
+    python -m training.export TRAINED OUT --tokenizer demo_model/specchat-demo
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .architecture import DEMO_CONTEXT, text_config
-from .checkpoint_files import checkpoint_config, fresh_folder, special_ids
+from demo_model.architecture import DEMO_CONTEXT, text_config
+from demo_model.checkpoint_files import checkpoint_config, fresh_folder, special_ids
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 KEPT_FILES = ("examples.json",)  # written by hand for the shipped model: a re-export keeps it
@@ -138,7 +138,7 @@ def parity(checkpoint: Path, reference: Path) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("trained", help="folder written by demo_model.train")
+    parser.add_argument("trained", help="folder written by training.train")
     parser.add_argument("out", help="checkpoint folder to write")
     parser.add_argument("--tokenizer", required=True, help="folder with the tokenizer files")
     args = parser.parse_args()

@@ -2,9 +2,9 @@
 
 Writes to OUT: the weights in mlx-vlm's key layout (float32 safetensors shards,
 each under 16 MiB), text_config.json, reference.npz (PyTorch logits on fixed
-token ids, for the parity check in ``demo_model.export``) and train_log.txt.
+token ids, for the parity check in ``training.export``) and train_log.txt.
 
-    python -m demo_model.train --tokenizer demo_model/specchat-demo --out OUT --minutes 8
+    python -m training.train --tokenizer demo_model/specchat-demo --out OUT --minutes 8
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from demo_model.architecture import DEMO_CONTEXT, text_config
+
 from . import corpus
-from .architecture import DEMO_CONTEXT, text_config
 
 # The longest conversation trained on, which is also the context the checkpoint declares.
 MAX_LEN = DEMO_CONTEXT
@@ -49,7 +50,7 @@ def encode_pieces(tok, pieces: list[tuple[str, bool]]) -> tuple[list[int], list[
     return ids[:kept], mask[:kept]
 
 
-def _encode_chunk(job: tuple[str, int, int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def encode_chunk(job: tuple[str, int, int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Token ids, lengths and loss masks (flat, one per token) of ``count`` samples drawn with ``seed``."""
     from tokenizers import Tokenizer
 
@@ -69,7 +70,7 @@ def build_data(tokenizer_file: str, samples: int, seed: int, workers: int, augme
     chunk = 5_000
     jobs = [(tokenizer_file, seed * 1_000_003 + i, chunk, augment) for i in range(math.ceil(samples / chunk))]
     with mp.Pool(workers) as pool:
-        parts = pool.map(_encode_chunk, jobs)
+        parts = pool.map(encode_chunk, jobs)
     ids = np.concatenate([p[0] for p in parts])
     lengths = np.concatenate([p[1] for p in parts])
     masks = np.concatenate([p[2] for p in parts])

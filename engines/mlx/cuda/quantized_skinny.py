@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from . import use_cuda_kernel
+
 MAX_ROWS = 16  # every block size a verify can have, so each row is computed the one way
 ROWS_PER_WARP = 4  # weight rows a warp reads together, each input chunk loaded once for all (rows_per_warp)
 BITS = (2, 3, 4, 5, 6, 8)
@@ -223,8 +225,6 @@ def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affi
     """Whether ``product`` serves this quantized product (CUDA, affine mode, float activations, up to
     ``MAX_ROWS`` rows, the bit widths and group sizes above)."""
     import mlx.core as mx
-
-    from .recurrence import use_cuda_kernel
 
     return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16, mx.float32)
             and shape_fits(x, wq, scales, biases, group_size, bits) and use_cuda_kernel())

@@ -24,7 +24,7 @@ A round's loads are all issued before its products (the input rows too, up to ei
 the warps that share a set of weight rows each take a contiguous stretch of groups, so that a round's scales and
 biases come four to a load. Measured on an H200 (benchmarks/RESULTS.md), four rows cost 1.01-1.02 one-row products
 here on the GPU alone and 0.97-1.05 through MLX, and one row 0.99-1.12 times the CUDA-core kernel's one row; the
-engine runs this kernel for 4- and 8-bit layers (``linear.TENSOR_CORES``; ``python -m benchmarks.rounds
+engine runs this kernel for 4- and 8-bit layers (``KernelChoice.tensor_cores``; ``python -m benchmarks.rounds
 --cuda-cores`` runs the other).
 """
 
@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+from . import use_cuda_kernel
 # GROUP_SIZES: the group sizes served are quantized_skinny.py's, whose shape check applies takes
 from .quantized_skinny import GROUP_SIZES, fewest_sharing, shape_fits, unpack
 
@@ -313,8 +314,6 @@ def applies(x, wq, scales, biases, group_size: int, bits: int, mode: str = "affi
     (the tensor cores' inputs), 4 or 8 bits, and the packing and shapes quantized_skinny.py serves (its group
     sizes, up to ``MAX_ROWS`` rows)."""
     import mlx.core as mx
-
-    from .recurrence import use_cuda_kernel
 
     return (mode == "affine" and x.dtype in (mx.bfloat16, mx.float16) and bits in BITS
             and shape_fits(x, wq, scales, biases, group_size, bits) and use_cuda_kernel())

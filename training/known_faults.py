@@ -1,9 +1,9 @@
 """Questions that trained stages have answered wrongly, each with the reply it should get.
 
 A new checkpoint that misses one of these misses a question a room asks, so it is worth a minute before the
-draws, which take an hour (``python -m demo_model.evaluate CHECKPOINT --parts faults``). Every question is in a
+draws, which take an hour (``python -m training.evaluate CHECKPOINT --parts faults``). Every question is in a
 held-out wording, so that none of them is trained on; the comment after each names the stages that missed it
-(demo_model/TRAINING.md has the replies).
+(training/TRAINING.md has the replies).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ The pre-tokenizer is Qwen 2/3.5's (one digit per token, words with their
 leading space), so ``transformers``' Qwen2Tokenizer and the raw ``tokenizers``
 file split text the same way, and streamed text is released word by word.
 
-    python -m demo_model.tokenizer OUTPUT_DIR
+    python -m training.tokenizer OUTPUT_DIR
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import corpus
-from .checkpoint_files import bpe_trainer, save_tokenizer
+from demo_model.checkpoint_files import bpe_trainer, save_tokenizer
 
-HERE = Path(__file__).resolve().parent
+from . import corpus
+
 VOCAB_SIZE = 1024
 SEED = 7
 SAMPLES = 40_000

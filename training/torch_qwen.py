@@ -4,7 +4,7 @@ Parameter names and shapes are exactly mlx-vlm's (``language_model.model.*``
 and ``mtp.*``, the depthwise conv stored as MLX's ``(channels, kernel, 1)``),
 so the trained state dict is the MLX checkpoint's weights as they are. The
 maths follows mlx-vlm 0.7.10 (models/qwen3_5/language.py, gated_delta.py and
-speculative/drafters/qwen3_5_mtp); ``demo_model.export`` checks the logits
+speculative/drafters/qwen3_5_mtp); ``training.export`` checks the logits
 against mlx-vlm itself.
 """
 

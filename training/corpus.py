@@ -5,7 +5,7 @@ small model can learn the language exactly and its MTP head can predict it.
 Conversations are rendered exactly as the chat template (and the app, which
 keeps past reasoning in its token history) shows them to the model.
 
-    python -m demo_model.corpus --count 5 --seed 1     # print a few samples
+    python -m training.corpus --count 5 --seed 1     # print a few samples
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import random
 import re
 from dataclasses import dataclass, replace
 from decimal import Decimal
-from pathlib import Path
+
+from demo_model import DEFAULT_MODEL
 
 IM_START, IM_END = "<|im_start|>", "<|im_end|>"
 DEFAULT_SYSTEM = "You are a helpful assistant."
@@ -272,19 +273,21 @@ MUL_QUESTIONS = [
 ]
 
 
-def _number(rng: random.Random, digits: int) -> int:
+def number_of_digits(rng: random.Random, digits: int) -> int:
+    """A whole number of exactly ``digits`` digits (0 to 9 for one)."""
     return rng.randint(10 ** (digits - 1) if digits > 1 else 0, 10**digits - 1)
 
 
-def _operands(rng: random.Random) -> tuple[int, int]:
+def arithmetic_operands(rng: random.Random) -> tuple[int, int]:
+    """Two operands of a sum or difference, of one to four digits each."""
     sizes = rng.choices([1, 2, 3, 4], weights=[1, 4, 4, 1], k=2)
-    return _number(rng, sizes[0]), _number(rng, sizes[1])
+    return number_of_digits(rng, sizes[0]), number_of_digits(rng, sizes[1])
 
 
-def _too_long(rng: random.Random, most: int) -> tuple[int, int]:
+def too_long_operands(rng: random.Random, most: int) -> tuple[int, int]:
     """Two operands, one or both with more than ``most`` digits."""
-    long = _number(rng, rng.randint(most + 1, most + 6))
-    other = _number(rng, rng.randint(1, most + 6))
+    long = number_of_digits(rng, rng.randint(most + 1, most + 6))
+    other = number_of_digits(rng, rng.randint(1, most + 6))
     return (long, other) if rng.random() < 0.5 else (other, long)
 
 
@@ -301,15 +304,15 @@ def arithmetic_question(op: str, a: int, b: int, rng: random.Random) -> Exchange
 
 def _close_operands(rng: random.Random) -> tuple[int, int]:
     """Two numbers a few apart, either way round: small and negative differences."""
-    a = _number(rng, rng.choice([2, 2, 3, 3, 4]))
+    a = number_of_digits(rng, rng.choice([2, 2, 3, 3, 4]))
     b = max(0, a + rng.randint(-20, 20))
     return (a, b) if rng.random() < 0.5 else (b, a)
 
 
-def _overlapping_operands(rng: random.Random) -> tuple[int, int]:
+def overlapping_operands(rng: random.Random) -> tuple[int, int]:
     """A number and its own first or last digits, either way round ("5 plus 545"): where a copy of one number
     slides onto the other."""
-    long = str(_number(rng, rng.choice([2, 3, 3, 4])))
+    long = str(number_of_digits(rng, rng.choice([2, 3, 3, 4])))
     cut = rng.randint(1, len(long) - 1)
     short = int(long[-cut:] if rng.random() < 0.6 else long[:cut])
     return (short, int(long)) if rng.random() < 0.5 else (int(long), short)
@@ -320,9 +323,9 @@ def add_sub(rng: random.Random) -> Exchange:
         op = rng.choice("+-")
         r = rng.random()  # 8% overlapping pairs; of the rest, 12 points of differences a few apart
         if r < 0.08:
-            a, b = _overlapping_operands(rng)
+            a, b = overlapping_operands(rng)
         else:
-            a, b = _close_operands(rng) if op == "-" and r < 0.2 else _operands(rng)
+            a, b = _close_operands(rng) if op == "-" and r < 0.2 else arithmetic_operands(rng)
         if not is_held_out(a, op, b):
             return arithmetic_question(op, a, b, rng)
 
@@ -338,7 +341,7 @@ def held_out_arithmetic(count: int, seed: int = 1234) -> list[tuple[Exchange, in
     seen = set()
     while len(out) < count:
         op = rng.choice("+-")
-        a, b = _number(rng, rng.choice([2, 3])), _number(rng, rng.choice([2, 3]))
+        a, b = number_of_digits(rng, rng.choice([2, 3])), number_of_digits(rng, rng.choice([2, 3]))
         if is_held_out(a, op, b) and (a, op, b) not in seen:
             seen.add((a, op, b))
             out.append((arithmetic_question(op, a, b, rng), a + b if op == "+" else a - b))
@@ -353,9 +356,9 @@ def multiplies(a: int, b: int) -> bool:
 
 def multiply(rng: random.Random) -> Exchange:
     if rng.random() < 0.6:
-        a, b = _number(rng, rng.choice([1, 2, 3])), rng.randint(2, 9)
+        a, b = number_of_digits(rng, rng.choice([1, 2, 3])), rng.randint(2, 9)
     else:
-        a, b = _number(rng, 2), _number(rng, 2)
+        a, b = number_of_digits(rng, 2), number_of_digits(rng, 2)
     if rng.random() < 0.3:
         a, b = b, a
         if b >= 10 and a < 10:
@@ -374,16 +377,16 @@ def too_long(rng: random.Random) -> Exchange:
     r = rng.random()
     if r < 0.4:
         op = rng.choice("+-")
-        a, b = _too_long(rng, MAX_ADD_DIGITS)
+        a, b = too_long_operands(rng, MAX_ADD_DIGITS)
         questions = ADD_QUESTIONS if op == "+" else SUB_QUESTIONS
         return too_long_add_sub(a, op, b, rng.choice(questions).format(a=a, b=b))
     if r < 0.65:
         while True:
-            a, b = _number(rng, rng.randint(1, 6)), _number(rng, rng.randint(1, 6))
+            a, b = number_of_digits(rng, rng.randint(1, 6)), number_of_digits(rng, rng.randint(1, 6))
             if not multiplies(a, b):
                 return too_long_multiply(a, b, rng.choice(MUL_QUESTIONS).format(a=a, b=b))
     if r < 0.8:
-        a, b = _too_long(rng, MAX_COMPARE_DIGITS)
+        a, b = too_long_operands(rng, MAX_COMPARE_DIGITS)
         word = rng.choice(LARGER + SMALLER)
         return too_long_compare(a, b, rng.choice(COMPARE_QUESTIONS).format(w=word, a=a, b=b))
     return units(rng, too_long=True)
@@ -464,7 +467,7 @@ def unit_words(unit: Unit, amount: Decimal) -> str:
     return unit.name if amount == 1 else unit.plural
 
 
-def _written(unit: Unit, amount: Decimal | None, rng: random.Random) -> str:
+def written_unit(unit: Unit, amount: Decimal | None, rng: random.Random) -> str:
     """A unit as a person types it: its name, an abbreviation or another spelling."""
     r = rng.random()
     if r < 0.45 or not unit.forms:
@@ -482,9 +485,9 @@ def digits_of(amount: Decimal) -> int:
     return len(fmt(amount).replace(".", "").lstrip("0")) or 1
 
 
-def _metric_amount(rng: random.Random) -> Decimal:
+def metric_amount(rng: random.Random) -> Decimal:
     if rng.random() < 0.7:
-        return Decimal(_number(rng, rng.choices([1, 2, 3, 4, 5, 6], weights=[6, 5, 4, 3, 1, 1])[0]) or 1)
+        return Decimal(number_of_digits(rng, rng.choices([1, 2, 3, 4, 5, 6], weights=[6, 5, 4, 3, 1, 1])[0]) or 1)
     places = rng.choice([1, 1, 2, 3])
     while True:
         total = rng.randint(1, MAX_UNIT_DIGITS)
@@ -527,7 +530,7 @@ def conversion(frm: Unit, to: Unit, amount: Decimal, question: str) -> Exchange:
     return Exchange(question, reasoning, answer, topic=(frm, to, amount))
 
 
-def _unit_pair(rng: random.Random) -> tuple[Unit, Unit]:
+def unit_pair(rng: random.Random) -> tuple[Unit, Unit]:
     kind = rng.choices(["length", "mass", "volume", "time"], weights=[4, 2, 2, 5])[0]
     while True:
         frm, to = rng.sample([u for u in UNITS if u.kind == kind], 2)
@@ -536,7 +539,7 @@ def _unit_pair(rng: random.Random) -> tuple[Unit, Unit]:
             return frm, to
 
 
-def _time_amount(frm: Unit, to: Unit, rng: random.Random) -> Decimal:
+def time_amount(frm: Unit, to: Unit, rng: random.Random) -> Decimal:
     big, small = (frm, to) if frm.size > to.size else (to, frm)
     n = Decimal(rng.randint(1, MAX_TIME_AMOUNT))
     r = rng.random()
@@ -549,24 +552,24 @@ def _time_amount(frm: Unit, to: Unit, rng: random.Random) -> Decimal:
 
 
 def units(rng: random.Random, too_long: bool = False) -> Exchange:
-    frm, to = _unit_pair(rng)
+    frm, to = unit_pair(rng)
     r = rng.random()
     if too_long:
-        amount = Decimal(_number(rng, rng.randint(MAX_UNIT_DIGITS + 1, MAX_UNIT_DIGITS + 5)))
+        amount = Decimal(number_of_digits(rng, rng.randint(MAX_UNIT_DIGITS + 1, MAX_UNIT_DIGITS + 5)))
     elif r < 0.08:  # across kinds: kilometers to kilograms
         to = rng.choice([u for u in UNITS if u.kind != frm.kind])
         amount = Decimal(rng.randint(1, 99))
     elif frm.kind == "time":
-        amount = _time_amount(frm, to, rng)
+        amount = time_amount(frm, to, rng)
     else:
-        amount = _metric_amount(rng)
+        amount = metric_amount(rng)
     to_text = to.plural if rng.random() < 0.55 or not to.forms else rng.choice(to.forms)
     if amount == 1 and rng.random() < 0.3 and not too_long:
         template = rng.choice(ONE_UNIT_QUESTIONS)
         frm_text = frm.name if rng.random() < 0.6 else rng.choice(frm.forms or (frm.name,))
         question = template.format(to=to_text, frm=frm_text)
     else:
-        frm_text = _written(frm, amount, rng)
+        frm_text = written_unit(frm, amount, rng)
         question = unit_question(rng, "{n}", "{frm}", to_text).replace("{n} {frm}", _amount_text(amount, frm_text, rng))
     return conversion(frm, to, amount, question)
 
@@ -591,7 +594,7 @@ def unknown_unit(rng: random.Random) -> Exchange:
     else:
         other = rng.choice(UNKNOWN_UNITS)
     known_text = known.plural if rng.random() < 0.6 or not known.forms else rng.choice(known.forms)
-    amount = _number(rng, rng.choice([1, 1, 2, 3]))
+    amount = number_of_digits(rng, rng.choice([1, 1, 2, 3]))
     r = rng.random()
     if r < 0.45:
         frm, to = other, known_text
@@ -674,7 +677,7 @@ def _letters_sentence(word: str, letter: str, n: int) -> str:
     return f"There are {n} {letter}'s in {word}."
 
 
-TOKENIZER_FILE = Path(__file__).resolve().parent / "specchat-demo" / "tokenizer.json"
+TOKENIZER_FILE = DEFAULT_MODEL / "tokenizer.json"
 
 
 @functools.cache
@@ -705,7 +708,7 @@ def word_start_pieces() -> tuple[str, ...]:
 def clause_word_starts() -> tuple[str, ...]:
     """The word-start tokens that are also words of the clauses between a letter and its word ("in", "is", "of",
     "do", "me"). After "would you say", made-up words beginning with a short word like these were misread 11 times
-    in 27 ("inumb" read "u", meadow "adow"), others 2 times in 34 (``python -m demo_model.probe_words``)."""
+    in 27 ("inumb" read "u", meadow "adow"), others 2 times in 34 (``python -m training.probe_words``)."""
     clause_words = {word.strip(",").lower() for text in (*FILLER_WORDS, *CLAUSES, *MODALS, *SUBJECTS, *CLAUSE_VERBS,
                                                          *CLAUSE_ADVERBS, *ASIDES) for word in text.split()}
     return tuple(s for s in word_start_pieces() if s in clause_words)
@@ -726,7 +729,7 @@ def pieces_word(rng: random.Random, first: str | None = None) -> str:
 
 @functools.cache
 def tempting_pieces() -> tuple[str, ...]:
-    """Words a made-up word's copy slid towards in stages 18 to 29 (``python -m demo_model.probe_letters``): the
+    """Words a made-up word's copy slid towards in stages 18 to 29 (``python -m training.probe_letters``): the
     words of the questions, the system prompts and the stated limits, the units' names and the corpus's own words
     ("readzmuch" copied as "sayzmuch", "helpful" as "kilog", "only" as "one")."""
     texts = (*FILLER_WORDS, *CLAUSES, *MODALS, *SUBJECTS, *CLAUSE_VERBS, *CLAUSE_ADVERBS, *ASIDES, *LETTER_QUESTIONS,
@@ -1112,12 +1115,12 @@ COMPARE_QUESTIONS = [
 ]
 
 
-def _compare_operands(rng: random.Random) -> tuple[int, int]:
+def compare_operands(rng: random.Random) -> tuple[int, int]:
     n = rng.choices(range(1, MAX_COMPARE_DIGITS + 1), weights=[1, 3, 4, 4, 2, 2])[0]
     if rng.random() < 0.35:  # different lengths
         m = rng.choice([d for d in range(1, MAX_COMPARE_DIGITS + 1) if d != n])
-        return _number(rng, n), _number(rng, m)
-    a = _number(rng, n)
+        return number_of_digits(rng, n), number_of_digits(rng, m)
+    a = number_of_digits(rng, n)
     r = rng.random()
     if r < 0.08:
         return a, a
@@ -1131,7 +1134,7 @@ def _compare_operands(rng: random.Random) -> tuple[int, int]:
     # Same length, often sharing leading digits, so the first difference can be anywhere.
     keep = rng.randint(0, n - 1)
     while True:
-        b = int(str(a)[:keep] + str(_number(rng, n))[keep:]) if keep else _number(rng, n)
+        b = int(str(a)[:keep] + str(number_of_digits(rng, n))[keep:]) if keep else number_of_digits(rng, n)
         if b != a and len(str(b)) == n:
             return a, b
 
@@ -1173,7 +1176,7 @@ def too_long_compare(a: int, b: int, question: str) -> Exchange:
 
 
 def compare(rng: random.Random) -> Exchange:
-    a, b = _compare_operands(rng)
+    a, b = compare_operands(rng)
     word = rng.choice(LARGER) if rng.random() < 0.6 else rng.choice(SMALLER)
     return compare_exchange(a, b, word, rng.choice(COMPARE_QUESTIONS).format(w=word, a=a, b=b))
 
@@ -1276,7 +1279,7 @@ def not_whole_number(rng: random.Random) -> str:
         whole = rng.choice([0, 0, rng.randint(1, 9), rng.randint(10, 999)])
         text = f"{whole}.{rng.randint(1, 10**places - 1):0{places}d}"
         return "-" + text if rng.random() < 0.1 else (text[1:] if text.startswith("0.") and rng.random() < 0.15 else text)
-    return f"-{_number(rng, rng.choice([1, 1, 2, 3]))}"
+    return f"-{number_of_digits(rng, rng.choice([1, 1, 2, 3]))}"
 
 
 def _kind_of(text: str) -> str:
@@ -1289,16 +1292,16 @@ def not_whole_exchange(numbers: list[str], question: str, compare: bool = False)
     return Exchange(question, reasoning, WHOLE_ONLY_COMPARE if compare else WHOLE_ONLY)
 
 
-def _operand_texts(rng: random.Random, make) -> tuple[str, str]:
+def operand_texts(rng: random.Random, make) -> tuple[str, str]:
     """Two operands, at least one made by ``make`` and the other a plain whole number or made too."""
     odd = make(rng)
-    other = make(rng) if rng.random() < 0.4 else str(_number(rng, rng.choice([1, 2, 3])))
+    other = make(rng) if rng.random() < 0.4 else str(number_of_digits(rng, rng.choice([1, 2, 3])))
     return (odd, other) if rng.random() < 0.5 else (other, odd)
 
 
 def not_whole(rng: random.Random) -> Exchange:
     """Decimals and negative numbers in sums, products and comparisons: the model says it only does whole numbers."""
-    a, b = _operand_texts(rng, not_whole_number)
+    a, b = operand_texts(rng, not_whole_number)
     r = rng.random()
     if r < 0.6:
         template = rng.choice(ADD_QUESTIONS if rng.random() < 0.5 else SUB_QUESTIONS)
@@ -1310,7 +1313,7 @@ def not_whole(rng: random.Random) -> Exchange:
     return not_whole_exchange([a, b], template.format(a=a, b=b))
 
 
-def _written_number(rng: random.Random) -> tuple[str, bool]:
+def written_number(rng: random.Random) -> tuple[str, bool]:
     """(text, in words): a number with thousands separators, or in words."""
     if rng.random() < 0.5:
         return with_commas(rng.randint(1000, 999_999)), False
@@ -1324,10 +1327,10 @@ def number_format_exchange(odd: str, question: str) -> Exchange:
 
 def number_format(rng: random.Random) -> Exchange:
     """Numbers with thousands separators or in words, in any skill: the model asks for plain digits."""
-    odd, words = _written_number(rng)
-    other = str(_number(rng, rng.choice([1, 2, 3, 4])))
+    odd, words = written_number(rng)
+    other = str(number_of_digits(rng, rng.choice([1, 2, 3, 4])))
     if rng.random() < 0.3:
-        other = _written_number(rng)[0]
+        other = written_number(rng)[0]
     a, b = (odd, other) if rng.random() < 0.5 else (other, odd)
     r = rng.random()
     if r < 0.35:
@@ -1337,10 +1340,10 @@ def number_format(rng: random.Random) -> Exchange:
     elif r < 0.7:
         question = rng.choice(COMPARE_QUESTIONS).format(w=rng.choice(LARGER + SMALLER), a=a, b=b)
     elif r < 0.9:
-        frm, to = _unit_pair(rng)
+        frm, to = unit_pair(rng)
         if words and odd == "one":
             odd = "two"
-        question = unit_question(rng, odd, _written(frm, Decimal(2), rng), to.plural)
+        question = unit_question(rng, odd, written_unit(frm, Decimal(2), rng), to.plural)
     else:
         n = odd if words else in_words(rng.randint(2, 99))
         template = rng.choice(AFTER_QUESTIONS + BEFORE_QUESTIONS)
@@ -1386,7 +1389,7 @@ def other_maths(rng: random.Random) -> Exchange:
     return Exchange(question, "That needs division, fractions, powers or roots, and I can't do those yet.", OTHER_MATHS)
 
 
-def _mixed_amount(rng: random.Random) -> tuple[str, str, str]:
+def mixed_amount(rng: random.Random) -> tuple[str, str, str]:
     """An amount in two units split as a question names it ("1 h 20", "min"), and a unit of its kind to go to."""
     kind = rng.choice(["time", "time", "length", "mass", "volume"])
     units = [u for u in UNITS if u.kind == kind]
@@ -1404,16 +1407,16 @@ def _mixed_amount(rng: random.Random) -> tuple[str, str, str]:
 
 
 def mixed_units(rng: random.Random) -> Exchange:
-    n, frm, to = _mixed_amount(rng)
+    n, frm, to = mixed_amount(rng)
     question = unit_question(rng, n, frm, to)
     return Exchange(question, f"{n} {frm} mixes two units, and I convert one amount in one unit at a time.",
                     MIXED_UNITS)
 
 
 def negative_amount(rng: random.Random) -> Exchange:
-    frm, to = _unit_pair(rng)
-    n = f"-{_number(rng, rng.choice([1, 2, 3]))}"
-    question = unit_question(rng, n, _written(frm, Decimal(2), rng), to.plural)
+    frm, to = unit_pair(rng)
+    n = f"-{number_of_digits(rng, rng.choice([1, 2, 3]))}"
+    question = unit_question(rng, n, written_unit(frm, Decimal(2), rng), to.plural)
     return Exchange(question, f"{n} is negative, and I only convert amounts of zero or more.", NO_NEGATIVE_AMOUNT)
 
 
@@ -1533,8 +1536,8 @@ def unit_follow_up(previous: Exchange, rng: random.Random) -> Exchange:
         ex = conversion(frm, new_to, amount, question)
         lead = f"The last question was about {fmt(amount)} {unit_words(frm, amount)}, now in {new_to.plural}."
     else:
-        new_amount = _time_amount(frm, to, rng) if frm.kind == "time" else _metric_amount(rng)
-        frm_text = _written(frm, new_amount, rng)
+        new_amount = time_amount(frm, to, rng) if frm.kind == "time" else metric_amount(rng)
+        frm_text = written_unit(frm, new_amount, rng)
         question = rng.choice(AMOUNT_FOLLOW_UPS).format(n=fmt(new_amount), frm=frm_text)
         ex = conversion(frm, to, new_amount, question)
         lead = f"The last question was about {unit_words(frm, Decimal(2))} in {to.plural}, now for {fmt(new_amount)}."

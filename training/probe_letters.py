@@ -7,7 +7,7 @@ letter in one wording, which screens that draw the letter at random meet about o
 made of the tokenizer's pieces (``corpus.pieces_word``), or with ``--tempting`` hold a piece of a known word
 (``corpus.tempting_word``), each with the letter in it; held-out words are never drawn.
 
-    python -m demo_model.probe_letters demo_model/specchat-demo OTHER_CHECKPOINT [--words 4] [--tempting]
+    python -m training.probe_letters demo_model/specchat-demo OTHER_CHECKPOINT [--words 4] [--tempting]
         [--seed 20261203]
 """
 
@@ -56,7 +56,7 @@ def main() -> None:
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
     keep_float32_exact()
-    ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_letters")
+    ensure_fast_blas(args.blas, sys.argv[1:], module="training.probe_letters")
     asked = questions(random.Random(args.seed), args.words,
                       corpus.tempting_word if args.tempting else corpus.pieces_word)
     for checkpoint in args.checkpoints:

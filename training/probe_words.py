@@ -9,7 +9,7 @@ token; a control word is pieces whose encoding starts with any other two-letter 
 Prints right / asked for each set, split by how many tokens the word is and by wording, and the wrong replies.
 Held-out words are never drawn.
 
-    python -m demo_model.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 150] [--letters]
+    python -m training.probe_words demo_model/specchat-demo OTHER_CHECKPOINT [--words 150] [--letters]
         [--seed 20261203]
 """
 
@@ -32,13 +32,13 @@ MIN_LETTERS, MAX_LETTERS = 4, 12
 
 
 @functools.cache
-def _tokenizer():
+def demo_tokenizer():
     from tokenizers import Tokenizer
 
     return Tokenizer.from_file(str(corpus.TOKENIZER_FILE))
 
 
-def _first_token(tokenizer, word: str) -> str:
+def first_token(tokenizer, word: str) -> str:
     return tokenizer.id_to_token(tokenizer.encode(" " + word).ids[0])
 
 
@@ -78,13 +78,13 @@ def ask_each(runner, exchanges: list) -> tuple[list[bool], list[str]]:
 def words(rng: random.Random, count: int, probe: bool) -> list[str]:
     """``count`` probe words (beginning with one of WORD_STARTS as a token) or control words (beginning with any
     other two-letter token), of MIN_LETTERS to MAX_LETTERS letters."""
-    tokenizer = _tokenizer()
+    tokenizer = demo_tokenizer()
     held_out = set(corpus.HELD_OUT_WORDS)
     found: list[str] = []
     while len(found) < count:
         start = rng.choice(WORD_STARTS) if probe else None
         word = corpus.pieces_word(rng, start)
-        first = _first_token(tokenizer, word)
+        first = first_token(tokenizer, word)
         fits = first == "Ġ" + start if probe else len(first) == 3 and first[1:] not in WORD_STARTS
         if fits and word not in held_out and MIN_LETTERS <= len(word) <= MAX_LETTERS:
             found.append(word)
@@ -102,7 +102,7 @@ def main() -> None:
     parser.add_argument("--blas", default="auto", help="auto (OpenBLAS when installed), bundled, or a library path")
     args = parser.parse_args()
     keep_float32_exact()
-    ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.probe_words")
+    ensure_fast_blas(args.blas, sys.argv[1:], module="training.probe_words")
     rng = random.Random(args.seed)
     words_of, wordings, sets = {}, {}, {}
     for name, probe in (("begins with a word", True), ("begins with another two-letter token", False)):
@@ -114,7 +114,7 @@ def main() -> None:
             question = wordings[name][-1].format(w=w, c=letter)
             sets[name].append(corpus.letters_exchange(w, letter, question) if args.letters
                               else corpus.length_exchange(w, question))
-    tokenizer = _tokenizer()
+    tokenizer = demo_tokenizer()
     for checkpoint in args.checkpoints:
         runner = evaluate.Runner(checkpoint)
         for name, exchanges in sets.items():

@@ -13,8 +13,8 @@ single steps, so speculative decoding cannot pay; the script re-runs itself with
 the system's OpenBLAS preloaded when one is installed, as specchat does
 (``--blas bundled`` keeps the wheel's BLAS), and says which BLAS it measured with.
 
-    python -m demo_model.evaluate demo_model/specchat-demo
-    python -m demo_model.evaluate demo_model/specchat-demo --ask "How many r's are in strawberry?"
+    python -m training.evaluate demo_model/specchat-demo
+    python -m training.evaluate demo_model/specchat-demo --ask "How many r's are in strawberry?"
 """
 
 from __future__ import annotations
@@ -207,9 +207,9 @@ def _unit_question(rng: random.Random, frm: str, to: str, n: str) -> str:
 
 
 def _held_out_conversion(rng: random.Random) -> corpus.Exchange:
-    frm, to = corpus._unit_pair(rng)
-    amount = corpus._time_amount(frm, to, rng) if frm.kind == "time" else corpus._metric_amount(rng)
-    frm_text = corpus._written(frm, amount, rng)
+    frm, to = corpus.unit_pair(rng)
+    amount = corpus.time_amount(frm, to, rng) if frm.kind == "time" else corpus.metric_amount(rng)
+    frm_text = corpus.written_unit(frm, amount, rng)
     to_text = to.plural if rng.random() < 0.5 or not to.forms else rng.choice(to.forms)
     return corpus.conversion(frm, to, amount, _unit_question(rng, frm_text, to_text, corpus.fmt(amount)))
 
@@ -217,7 +217,7 @@ def _held_out_conversion(rng: random.Random) -> corpus.Exchange:
 def _held_out_sum(rng: random.Random) -> corpus.Exchange:
     while True:
         op = rng.choice("+-")
-        a, b = corpus._operands(rng)
+        a, b = corpus.arithmetic_operands(rng)
         if corpus.is_held_out(a, op, b):
             template = rng.choice(HELD_OUT_ADD if op == "+" else HELD_OUT_SUB)
             build = corpus.add_exchange if op == "+" else corpus.sub_exchange
@@ -228,28 +228,28 @@ def _held_out_too_long(rng: random.Random) -> corpus.Exchange:
     r = rng.random()
     if r < 0.3:
         op = rng.choice("+-")
-        a, b = corpus._too_long(rng, corpus.MAX_ADD_DIGITS)
+        a, b = corpus.too_long_operands(rng, corpus.MAX_ADD_DIGITS)
         template = rng.choice(HELD_OUT_ADD if op == "+" else HELD_OUT_SUB)
         return corpus.too_long_add_sub(a, op, b, template.format(a=a, b=b))
     if r < 0.55:
         while True:
-            a, b = corpus._number(rng, rng.randint(1, 6)), corpus._number(rng, rng.randint(1, 6))
+            a, b = corpus.number_of_digits(rng, rng.randint(1, 6)), corpus.number_of_digits(rng, rng.randint(1, 6))
             if not corpus.multiplies(a, b):
                 return corpus.too_long_multiply(a, b, rng.choice(HELD_OUT_MUL).format(a=a, b=b))
     if r < 0.8:
-        a, b = corpus._too_long(rng, corpus.MAX_COMPARE_DIGITS)
+        a, b = corpus.too_long_operands(rng, corpus.MAX_COMPARE_DIGITS)
         question = rng.choice(HELD_OUT_COMPARE).format(w=rng.choice(["larger", "smaller"]), a=a, b=b)
         return corpus.too_long_compare(a, b, question)
-    frm, to = corpus._unit_pair(rng)
-    amount = Decimal(corpus._number(rng, rng.randint(corpus.MAX_UNIT_DIGITS + 1, corpus.MAX_UNIT_DIGITS + 4)))
+    frm, to = corpus.unit_pair(rng)
+    amount = Decimal(corpus.number_of_digits(rng, rng.randint(corpus.MAX_UNIT_DIGITS + 1, corpus.MAX_UNIT_DIGITS + 4)))
     return corpus.conversion(frm, to, amount, _unit_question(rng, frm.plural, to.plural, corpus.fmt(amount)))
 
 
 def _held_out_multiply(rng: random.Random) -> corpus.Exchange:
     if rng.random() < 0.6:
-        a, b = corpus._number(rng, rng.choice([1, 2, 3])), rng.randint(2, 9)
+        a, b = corpus.number_of_digits(rng, rng.choice([1, 2, 3])), rng.randint(2, 9)
     else:
-        a, b = corpus._number(rng, 2), corpus._number(rng, 2)
+        a, b = corpus.number_of_digits(rng, 2), corpus.number_of_digits(rng, 2)
     return corpus.mul_exchange(a, b, rng.choice(HELD_OUT_MUL).format(a=a, b=b))
 
 
@@ -268,7 +268,7 @@ def _held_out_letters(rng: random.Random) -> corpus.Exchange:
 
 
 def _held_out_compare(rng: random.Random) -> corpus.Exchange:
-    a, b = corpus._compare_operands(rng)
+    a, b = corpus.compare_operands(rng)
     word = rng.choice(["larger", "bigger", "greater", "smaller"])
     return corpus.compare_exchange(a, b, word, rng.choice(HELD_OUT_COMPARE).format(w=word, a=a, b=b))
 
@@ -329,14 +329,14 @@ ROOM_TEMPLATES = (HELD_OUT_PERCENT + HELD_OUT_OTHER_MATHS + HELD_OUT_LENGTH + HE
 
 
 def _held_out_not_whole(rng: random.Random) -> corpus.Exchange:
-    a, b = corpus._operand_texts(rng, corpus.not_whole_number)
+    a, b = corpus.operand_texts(rng, corpus.not_whole_number)
     op = rng.choice("+-×")
     template = rng.choice({"+": HELD_OUT_ADD, "-": HELD_OUT_SUB, "×": HELD_OUT_MUL}[op])
     return corpus.not_whole_exchange([a, b], template.format(a=a, b=b))
 
 
 def _held_out_decimal_compare(rng: random.Random) -> corpus.Exchange:
-    a, b = corpus._operand_texts(rng, corpus.not_whole_number)
+    a, b = corpus.operand_texts(rng, corpus.not_whole_number)
     question = rng.choice(HELD_OUT_COMPARE).format(w=rng.choice(["larger", "smaller"]), a=a, b=b)
     return corpus.not_whole_exchange([a, b], question, compare=True)
 
@@ -354,8 +354,8 @@ def _held_out_other_maths(rng: random.Random) -> corpus.Exchange:
 
 
 def _held_out_number_format(rng: random.Random) -> corpus.Exchange:
-    odd = corpus._written_number(rng)[0]
-    other = str(corpus._number(rng, rng.choice([1, 2, 3])))
+    odd = corpus.written_number(rng)[0]
+    other = str(corpus.number_of_digits(rng, rng.choice([1, 2, 3])))
     a, b = (odd, other) if rng.random() < 0.5 else (other, odd)
     r = rng.random()
     if r < 0.6:
@@ -363,14 +363,14 @@ def _held_out_number_format(rng: random.Random) -> corpus.Exchange:
     elif r < 0.8:
         question = rng.choice(HELD_OUT_COMPARE).format(w="larger", a=a, b=b)
     else:
-        frm, to = corpus._unit_pair(rng)
+        frm, to = corpus.unit_pair(rng)
         odd = "three" if odd == "one" else odd
         question = _unit_question(rng, frm.plural, to.plural, odd)
     return corpus.number_format_exchange(odd, question)
 
 
 def _held_out_mixed_units(rng: random.Random) -> corpus.Exchange:
-    n, frm, to = corpus._mixed_amount(rng)
+    n, frm, to = corpus.mixed_amount(rng)
     return corpus.Exchange(_unit_question(rng, frm, to, n), "", corpus.MIXED_UNITS)
 
 
@@ -400,7 +400,7 @@ def held_out_follow_up(before: corpus.Exchange, rng: random.Random, thinking_bef
         new_to = rng.choice([u for u in corpus.UNITS if u.kind == frm.kind and u is not frm])
         ex = corpus.conversion(frm, new_to, amount, rng.choice(HELD_OUT_UNIT_FOLLOW_UPS).format(to=new_to.plural))
     else:
-        new = corpus._time_amount(frm, to, rng) if frm.kind == "time" else corpus._metric_amount(rng)
+        new = corpus.time_amount(frm, to, rng) if frm.kind == "time" else corpus.metric_amount(rng)
         question = rng.choice(HELD_OUT_AMOUNT_FOLLOW_UPS).format(n=corpus.fmt(new), frm=corpus.unit_words(frm, new))
         ex = corpus.conversion(frm, to, new, question)
     return FollowUp.after(before, ex)
@@ -597,7 +597,7 @@ def main() -> None:
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     keep_float32_exact()
-    ensure_fast_blas(args.blas, sys.argv[1:], module="demo_model.evaluate")
+    ensure_fast_blas(args.blas, sys.argv[1:], module="training.evaluate")
     blocks = [int(b) for b in args.blocks.split(",")]
     import mlx.core as mx
     import mlx_vlm

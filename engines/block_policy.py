@@ -1,0 +1,300 @@
+"""``draft_block_size: "auto"``: which draft block the next round runs at, re-decided as a reply goes.
+
+A round at block k drafts k − 1 tokens and verifies them with the pending token in one target step; it yields
+the drafts kept (a prefix) plus the target's own token. With the acceptance learned so far and what a round
+costs on this machine and model, the expected speed-up over plain decoding at block k is
+
+    S(k) = E[tokens per round](k) · t_plain ÷ t_round(k),   E(k) = 1 + Σ_{d<k} P(the first d drafts are kept)
+
+and the policy runs the k in ``BLOCKS`` with the largest S, deciding again every ``DECIDE_EVERY`` rounds (a new
+block must promise ``SWITCH_GAIN`` times the running one's S), or plain steps (block 1: drafting off) while the
+best S is below 1, trying drafting again now and then: after ``RETRY_FIRST`` plain steps, then twice as many
+after each try that did not pay, up to ``RETRY_MOST`` (a try that pays sets the wait back to ``RETRY_FIRST``); a
+try runs ``PROBE_ROUNDS`` rounds at the block the model rates best among those that would pay were every draft
+kept (none: no try, and the wait doubles), then decides again.
+
+Acceptance is learned per draft depth as the chance that depth d is kept when depth d − 1 was, counted over
+the recent rounds (older ones fade by ``FADE`` a round); a depth not yet drafted is taken to keep as often as
+the one before it. It is kept per conversation (``Learned``), so a next reply starts from it.
+
+Round costs (``RoundTimes``) are what rounds take as they run, per block (the median of the last
+``TIME_SAMPLES``; the first round after a change of block is not counted: it is not pipelined, and may compile
+the block's steps): draft steps, verify, rejections' rollback and the host's share alike. A block not yet run
+is priced by a model scaled to the nearest block that ran: from given step costs when there are any
+(``t_plain``, ``t_draft``, ``t_verify(k)``: t_round(k) = (k − 1)·t_draft + t_verify(k)), else
+t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). Without a measured plain step the policy first runs
+``PLAIN_PROBE`` plain steps to measure one.
+
+Pure Python, so the engines, the fake engine and the tests share it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+
+AUTO = "auto"
+BLOCKS = range(2, 9)  # the blocks auto chooses from: deeper drafts seldom pay, and each block compiles its steps
+START_BLOCK = 4  # the block compiled at warm-up for auto: the one a prior acceptance rates near best
+PRIOR_ACCEPT = 0.7  # the first depth's acceptance before any round (as demo and peer MTP heads keep, or better)
+PRIOR_WEIGHT = 2.0  # rounds the prior weighs against what is seen
+PRIOR_SLOPE = 0.25  # an unpriced round's extra cost per block position, in plain steps (c ≈ 0.12 + a verify row)
+FADE = 0.98  # per round: about the last 50 rounds count
+DECIDE_EVERY = 4  # rounds between decisions while drafting
+SWITCH_GAIN = 1.03  # a block replaces the running one only when it promises this much more
+TIME_SAMPLES = 16
+MIN_SAMPLES = 3  # a block's own times are used from this many on
+PLAIN_PROBE = 4  # plain steps run first when no plain step has been timed (the first is not counted)
+RETRY_FIRST = 16  # plain steps before drafting is tried again
+RETRY_MOST = 256
+PROBE_ROUNDS = 4
+LEARNED_CONVERSATIONS = 64
+
+
+def most_run(history: dict[str, int] | None) -> int | None:
+    """The block that ran the most rounds in a ``block_history`` (1: drafting off; a tie goes to the larger
+    block); None without one."""
+    if not history:
+        return None
+    return int(max(history.items(), key=lambda item: (item[1], int(item[0])))[0])
+
+
+def block_label(block: int | str, history: dict[str, int] | None = None) -> str:
+    """How a block setting is named: "4", "auto", or with what auto ran most "auto (4)" or "auto (off)"."""
+    chose = most_run(history) if block == AUTO else None
+    if chose is None:
+        return str(block)
+    return f"{AUTO} ({'off' if chose == 1 else chose})"
+
+
+def add_histories(histories) -> dict[str, int] | None:
+    """Several replies' ``block_history`` summed (None when none has one)."""
+    known = [h for h in histories if h]
+    if not known:
+        return None
+    total: dict[str, int] = {}
+    for history in known:
+        for block, rounds in history.items():
+            total[block] = total.get(block, 0) + rounds
+    return {k: total[k] for k in sorted(total, key=int)}
+
+
+@dataclass(frozen=True)
+class StepCosts:
+    """Step costs given in seconds: a plain target step, one head step, and verifies of k positions (a k not
+    given is interpolated between, or extended from, the nearest given ones; k = 1 is the plain step)."""
+
+    plain: float
+    draft: float
+    verify: dict[int, float]
+
+    def round(self, block: int) -> float:
+        return (block - 1) * self.draft + self.verify_at(block)
+
+    def verify_at(self, block: int) -> float:
+        points = {1: self.plain, **self.verify}
+        if block in points:
+            return points[block]
+        lower = sorted(k for k in points if k < block)
+        upper = sorted(k for k in points if k > block)
+        if lower and upper:
+            k0, k1 = lower[-1], upper[0]
+        elif len(lower) >= 2:
+            k0, k1 = lower[-2], lower[-1]
+        else:
+            return points[lower[-1]]
+        return points[k0] + (points[k1] - points[k0]) * (block - k0) / (k1 - k0)
+
+
+class RoundTimes:
+    """Seconds per round at each block on this machine and model, as measured, with a model for the rest."""
+
+    def __init__(self, given: StepCosts | None = None):
+        self.given = given
+        self._seen: dict[int, deque] = {}
+
+    def observe(self, block: int, seconds: float) -> None:
+        self._seen.setdefault(block, deque(maxlen=TIME_SAMPLES)).append(seconds)
+
+    def measured(self, block: int) -> float | None:
+        seen = self._seen.get(block)
+        return statistics.median(seen) if seen is not None and len(seen) >= MIN_SAMPLES else None
+
+    def plain(self) -> float | None:
+        measured = self.measured(1)
+        return measured if measured is not None else (self.given.plain if self.given else None)
+
+    def round(self, block: int) -> float | None:
+        measured = self.measured(block)
+        if measured is not None:
+            return measured
+        model = self._model(block)
+        if model is None:
+            return None
+        ran = [k for k in self._seen if k > 1 and self.measured(k) is not None]
+        if ran:  # what the model misses (overhead, rollback) is scaled in from the nearest block that ran
+            near = min(ran, key=lambda k: (abs(k - block), k))
+            model *= self.measured(near) / self._model(near)
+        return model
+
+    def _model(self, block: int) -> float | None:
+        if self.given is not None:
+            return self.given.round(block)
+        plain = self.plain()
+        return None if plain is None else plain * (1 + PRIOR_SLOPE * (block - 1))
+
+
+@dataclass
+class Learned:
+    """A conversation's acceptance by depth: faded counts of rounds that reached depth d and kept it."""
+
+    reached: list[float] = field(default_factory=list)
+    kept: list[float] = field(default_factory=list)
+
+    def observe(self, accepted: int, drafted: int) -> None:
+        self.reached = [n * FADE for n in self.reached]
+        self.kept = [n * FADE for n in self.kept]
+        while len(self.reached) < drafted:
+            self.reached.append(0.0)
+            self.kept.append(0.0)
+        for d in range(min(accepted + 1, drafted)):
+            self.reached[d] += 1
+            if d < accepted:
+                self.kept[d] += 1
+
+    def keep_rates(self, depth: int) -> list[float]:
+        """The chance of keeping depth 1, 2, …, ``depth`` given the one before was kept."""
+        rates, prior = [], PRIOR_ACCEPT
+        for d in range(depth):
+            reached = self.reached[d] if d < len(self.reached) else 0.0
+            kept = self.kept[d] if d < len(self.kept) else 0.0
+            prior = (kept + PRIOR_WEIGHT * prior) / (reached + PRIOR_WEIGHT)
+            rates.append(prior)
+        return rates
+
+    def tokens_per_round(self, block: int) -> float:
+        expected, chance = 1.0, 1.0
+        for rate in self.keep_rates(block - 1):
+            chance *= rate
+            expected += chance
+        return expected
+
+
+class Memory:
+    """What auto learned on one engine: round times for the machine and model, acceptance per conversation."""
+
+    def __init__(self, given: StepCosts | None = None):
+        self.times = RoundTimes(given)
+        self._learned: OrderedDict[str, Learned] = OrderedDict()
+
+    def policy(self, conversation_id: str) -> "BlockPolicy":
+        learned = self._learned.pop(conversation_id, None) or Learned()
+        self._learned[conversation_id] = learned
+        while len(self._learned) > LEARNED_CONVERSATIONS:
+            self._learned.popitem(last=False)
+        return BlockPolicy(learned, self.times)
+
+    def forget(self, conversation_id: str) -> None:
+        self._learned.pop(conversation_id, None)
+
+
+class BlockPolicy:
+    """One reply's choices: ``block()`` before each round (1: a plain step), ``observe`` after it."""
+
+    def __init__(self, learned: Learned, times: RoundTimes):
+        self.learned = learned
+        self.times = times
+        self.retry_after = RETRY_FIRST
+        self._since_decided = 0
+        self._fresh = True  # the next round's time is not counted (first after a start or a change)
+        self._probing = 0  # rounds left in a try of drafting
+        self._off_steps = 0
+        if times.plain() is None:
+            self._block, self._plain_probe = 1, PLAIN_PROBE
+        else:
+            self._block, self._plain_probe = 1, 0
+            self._set(self._best() or 1)
+
+    def block(self) -> int:
+        return self._block
+
+    def speedup(self, block: int) -> float | None:
+        """S(block): expected tokens per second at ``block`` over plain steps'; None while costs are unknown."""
+        plain, round_s = self.times.plain(), self.times.round(block)
+        if plain is None or not round_s:
+            return None
+        return self.learned.tokens_per_round(block) * plain / round_s
+
+    def _best(self) -> int | None:
+        """The block with the largest S when drafting pays (S ≥ 1), else None."""
+        rated = [(s, k) for k in BLOCKS if (s := self.speedup(k)) is not None]
+        if not rated:
+            return None
+        speedup, block = max(rated, key=lambda item: (item[0], -item[1]))
+        return block if speedup >= 1.0 else None
+
+    def observe(self, block: int, accepted: int | None = None, seconds: float | None = None) -> None:
+        """A round at ``block`` kept ``accepted`` drafts (None: a plain step) in ``seconds`` (None: not timed).
+
+        A step queued before the block last changed (plain steps run one ahead) only teaches acceptance."""
+        if block != self._block:
+            if block > 1 and accepted is not None:
+                self.learned.observe(accepted, block - 1)
+            return
+        if seconds is not None and not self._fresh:
+            self.times.observe(block, seconds)
+        self._fresh = False
+        if block > 1 and accepted is not None:
+            self.learned.observe(accepted, block - 1)
+        if self._plain_probe:
+            self._plain_probe -= 1
+            if not self._plain_probe:
+                self._set(self._best() or self._start_off())
+            return
+        if self._block == 1:
+            self._off_steps += 1
+            if self._off_steps >= self.retry_after:
+                favourite = self._favourite()
+                if favourite is None:  # no block could pay even were every draft kept: no try, wait longer
+                    self.retry_after = min(2 * self.retry_after, RETRY_MOST)
+                    self._off_steps = 0
+                    return
+                self._probing = PROBE_ROUNDS
+                self._set(favourite)
+            return
+        if self._probing:
+            self._probing -= 1
+            if self._probing:
+                return
+            best = self._best()
+            self.retry_after = RETRY_FIRST if best else min(2 * self.retry_after, RETRY_MOST)
+            self._set(best or self._start_off())
+            return
+        self._since_decided += 1
+        if self._since_decided < DECIDE_EVERY:
+            return
+        self._since_decided = 0
+        best = self._best()
+        if best is None:
+            self._set(self._start_off())
+        elif best != self._block and self.speedup(best) > SWITCH_GAIN * (self.speedup(self._block) or 0.0):
+            self._set(best)
+
+    def _favourite(self) -> int | None:
+        """The block to try drafting at: the one rated best among those that would pay were every draft kept
+        (k tokens a round); None when none would."""
+        plain = self.times.plain()
+        rated = [(s, k) for k in BLOCKS if (s := self.speedup(k)) is not None
+                 and k * plain >= self.times.round(k)]
+        return max(rated, key=lambda item: (item[0], -item[1]))[1] if rated else None
+
+    def _start_off(self) -> int:
+        self._off_steps = 0
+        return 1
+
+    def _set(self, block: int) -> None:
+        if block != self._block:
+            self._fresh = True
+            self._since_decided = 0
+        self._block = block

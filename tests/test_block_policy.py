@@ -1,0 +1,169 @@
+"""``draft_block_size: "auto"``'s policy on scripted acceptance with step costs given: the block it picks at
+high and low acceptance, drafting off where it does not pay and tried again on schedule, round times measured
+as it runs, and what a conversation taught it carried to its next reply."""
+
+import random
+
+import pytest
+
+from engines.block_policy import (
+    BLOCKS, DECIDE_EVERY, PLAIN_PROBE, PROBE_ROUNDS, RETRY_FIRST, Learned, Memory, StepCosts, add_histories,
+    block_label,
+)
+
+# A CPU-like machine: a head step 0.12 of a plain step, each verified row 0.14 more (benchmarks.rounds' figures).
+COSTS = StepCosts(plain=1.0, draft=0.12, verify={k: 1.0 + 0.14 * (k - 1) for k in range(2, 9)})
+
+
+def play(policy, rounds: int, keep: float, seed: int = 0) -> list[int]:
+    """Run ``rounds`` steps where each draft is kept with chance ``keep`` given the one before was (as
+    real heads do, acceptance falls with depth); returns the block of every step."""
+    rng = random.Random(seed)
+    blocks = []
+    for _ in range(rounds):
+        block = policy.block()
+        blocks.append(block)
+        if block == 1:
+            policy.observe(1)
+            continue
+        accepted = 0
+        while accepted < block - 1 and rng.random() < keep:
+            accepted += 1
+        policy.observe(block, accepted)
+    return blocks
+
+
+def test_high_acceptance_runs_a_large_block():
+    policy = Memory(COSTS).policy("chat")
+    blocks = play(policy, 200, keep=0.97)
+    assert blocks[-1] >= 6 and all(b > 1 for b in blocks)
+
+
+def test_middling_acceptance_runs_a_small_block():
+    policy = Memory(COSTS).policy("chat")
+    blocks = play(policy, 200, keep=0.6)
+    assert blocks[-1] in (2, 3)
+
+
+def test_low_acceptance_turns_drafting_off():
+    # A verify costing nearly a plain step per row (quantized on a CPU): little acceptance cannot pay for it.
+    dear = StepCosts(plain=1.0, draft=0.12, verify={2: 1.9, 8: 7.0})
+    policy = Memory(dear).policy("chat")
+    blocks = play(policy, 60, keep=0.3)
+    assert blocks[:RETRY_FIRST] == [1] * RETRY_FIRST  # the prior acceptance already says it would not pay
+    assert sum(b > 1 for b in blocks) == 2 * PROBE_ROUNDS and blocks[-1] == 1  # only its tries draft
+
+
+def rejected_before(memory: Memory, rounds: int):
+    """A policy for a conversation whose last ``rounds`` rounds at block 4 kept no draft."""
+    learned = memory.policy("chat").learned
+    for _ in range(rounds):
+        learned.observe(0, 3)
+    return memory.policy("chat")
+
+
+def test_drafting_is_tried_again_after_plain_steps_and_less_often_when_it_still_does_not_pay():
+    policy = rejected_before(Memory(COSTS), 20)
+    assert policy.block() == 1  # starts off
+    blocks = play(policy, RETRY_FIRST + PROBE_ROUNDS + 2 * RETRY_FIRST + 1, keep=0.0)
+    tries = [i for i, b in enumerate(blocks) if b > 1 and (i == 0 or blocks[i - 1] == 1)]
+    assert tries == [RETRY_FIRST, RETRY_FIRST + PROBE_ROUNDS + 2 * RETRY_FIRST]
+    assert blocks[RETRY_FIRST:RETRY_FIRST + PROBE_ROUNDS] == [blocks[RETRY_FIRST]] * PROBE_ROUNDS
+
+
+def test_a_try_that_pays_keeps_drafting_on():
+    policy = rejected_before(Memory(COSTS), 5)
+    assert play(policy, RETRY_FIRST, keep=0.0) == [1] * RETRY_FIRST
+    blocks = play(policy, 60, keep=0.95)  # the text turned easy: the try finds drafting pays
+    assert all(b > 1 for b in blocks) and blocks[-1] >= 4
+
+
+def test_a_change_of_acceptance_mid_reply_changes_the_block():
+    policy = Memory(COSTS).policy("chat")
+    high = play(policy, 150, keep=0.97)
+    low = play(policy, 150, keep=0.5, seed=1)
+    assert high[-1] >= 6 and low[-1] <= 3
+
+
+def test_the_next_reply_in_a_conversation_starts_from_what_it_learned():
+    memory = Memory(COSTS)
+    fresh = memory.policy("other").block()
+    first = memory.policy("chat")
+    play(first, 200, keep=0.97)
+    assert memory.policy("chat").block() == first.block() >= 6
+    assert memory.policy("other").block() == fresh < first.block()
+    memory.forget("chat")
+    assert memory.policy("chat").block() == fresh
+
+
+def test_without_given_costs_it_times_plain_steps_first_then_rounds():
+    policy = Memory().policy("chat")
+    assert policy.speedup(4) is None
+    for _ in range(PLAIN_PROBE):
+        assert policy.block() == 1
+        policy.observe(1, seconds=0.010)
+    assert policy.block() in BLOCKS  # unpriced rounds are priced from the plain step at first
+    # Rounds that take eight plain steps, where a round yields fewer tokens: drafting turns off.
+    for _ in range(4 * DECIDE_EVERY):
+        block = policy.block()
+        if block == 1:
+            break
+        policy.observe(block, block - 1, seconds=0.080)
+    assert policy.block() == 1
+
+
+def test_a_blocks_first_round_after_a_change_is_not_timed():
+    memory = Memory()
+    policy = memory.policy("chat")
+    policy.observe(1, seconds=5.0)  # the first step: e.g. compiling
+    for _ in range(PLAIN_PROBE - 1):
+        policy.observe(1, seconds=0.010)
+    assert memory.times.plain() == pytest.approx(0.010)
+
+
+def test_expected_tokens_follow_acceptance_by_depth():
+    learned = Learned()
+    for _ in range(400):
+        learned.observe(3, 3)
+    assert learned.tokens_per_round(4) == pytest.approx(4.0, abs=0.05)
+    assert learned.tokens_per_round(2) == pytest.approx(2.0, abs=0.02)
+    # Depths never drafted keep as often as the deepest seen.
+    assert learned.tokens_per_round(6) == pytest.approx(6.0, abs=0.2)
+
+
+def test_given_verify_costs_are_interpolated_and_extended():
+    costs = StepCosts(plain=1.0, draft=0.1, verify={2: 1.2, 4: 1.6})
+    assert costs.round(3) == pytest.approx(2 * 0.1 + 1.4)
+    assert costs.round(6) == pytest.approx(5 * 0.1 + 2.0)
+    assert StepCosts(1.0, 0.1, {}).round(4) == pytest.approx(0.3 + 1.0)
+
+
+def test_block_labels_name_what_auto_ran_most():
+    assert [block_label(4), block_label("auto"), block_label("auto", {})] == ["4", "auto", "auto"]
+    assert block_label("auto", {"1": 3, "4": 20, "5": 2}) == "auto (4)"
+    assert block_label("auto", {"1": 30, "3": 4}) == "auto (off)"
+    assert block_label(3, {"3": 9}) == "3"
+    assert add_histories([{"1": 2, "4": 3}, None, {"4": 1, "10": 1}]) == {"1": 2, "4": 4, "10": 1}
+    assert add_histories([None, {}]) is None
+
+
+def test_no_try_where_no_block_could_pay_even_keeping_every_draft():
+    # A round at block k costs more than k plain steps: drafting can never pay, so it is never tried.
+    hopeless = StepCosts(plain=1.0, draft=0.0, verify={2: 9.0, 8: 9.0})
+    policy = Memory(hopeless).policy("chat")
+    assert play(policy, 300, keep=1.0) == [1] * 300
+
+
+def test_a_plain_step_queued_before_a_try_neither_shortens_the_try_nor_is_timed_as_it():
+    memory = Memory(COSTS)
+    policy = rejected_before(memory, 20)
+    play(policy, RETRY_FIRST, keep=0.0)
+    tried = policy.block()
+    assert tried > 1
+    policy.observe(1, seconds=9.0)  # the step already queued when drafting was picked
+    for _ in range(PROBE_ROUNDS - 1):
+        policy.observe(tried, 0, seconds=2.0)
+        assert policy.block() == tried
+    policy.observe(tried, 0, seconds=2.0)
+    assert policy.block() == 1  # the whole try ran, then drafting went off again
+    assert memory.times.measured(1) is None  # the queued step's time was not counted
