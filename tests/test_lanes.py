@@ -110,7 +110,7 @@ def test_acceptance_by_depth_pools_every_run_by_its_rounds():
 
 def test_a_calibration_cancelled_before_its_first_token_ends_and_frees_the_engine():
     from webapp.measurement.baseline import calibrate
-    from webapp.measurement.lanes import Relay
+    from engines.cancel import Relay
 
     engine = FakeEngine(delay_s=0.001)
     engine.load(OPTIONS)

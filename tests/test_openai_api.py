@@ -280,6 +280,29 @@ def test_a_tab_beside_the_api(client, fake_server):
     assert [t.messages[-1].content for t in engine.turns] == ["from the API", "tab first", "API second"]
 
 
+def test_a_race_waits_for_the_apis_request_and_the_next_request_for_the_race(client, fake_server):
+    engine = fake_server.engine
+    answered = {}
+    with WsClient(fake_server.ws_url) as ws:
+        engine.holds = [1]
+        first = threading.Thread(target=lambda: answered.update(first=ask(client, "API first")))
+        first.start()
+        assert wait_for(lambda: fake_server.host.api.state()["answering"])
+        ws.send({"type": "race", "id": "r1", "text": "race second", "runs": 1})
+        assert wait_for(lambda: fake_server.host.exclusive.locked())  # the race holds its place, waiting
+        second = threading.Thread(target=lambda: answered.update(second=ask(client, "API third")))
+        second.start()
+        assert wait_for(lambda: fake_server.host.api.state()["waiting"] == 1)
+        engine.resume()
+        done, frames = ws.until("race_done", id="r1")
+        assert done["finish_reason"] == "stop" and not any(f["type"] == "error" for f in frames)
+        first.join(timeout=30)
+        second.join(timeout=30)
+    assert answered["first"].choices[0].finish_reason == answered["second"].choices[0].finish_reason == "stop"
+    order = [t.messages[-1].content for t in engine.turns]
+    assert order[0] == "API first" and order[-1] == "API third" and set(order[1:-1]) == {"race second"}
+
+
 def test_the_api_needs_the_token_when_the_page_does(tmp_path):
     app = create_app(FakeEngine(), data_dir=tmp_path, config={"ACCESS_TOKEN": "a-long-token"})
     web = app.test_client()

@@ -18,11 +18,12 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, ToolCall, Turn
+from engines.cancel import Relay
 
 from ..errors import ClientError
 from .frames import reply_frame
-from .tool_steps import Approvals, Offer, ReplyJob, ReplyStop, ToolSteps
 from .store import Store, new_id, now
+from .tool_steps import Approvals, Offer, ReplyJob, ToolSteps
 from .window import Window, fit
 
 log = logging.getLogger(__name__)
@@ -286,7 +287,7 @@ class Conversation:
             self._engine_saw = [*turn.messages, Message("assistant", said.content, said.thinking, tool_calls=calls)]
 
         self.window = window
-        job = ReplyJob(turn.id, ReplyStop(turn.cancel))
+        job = ReplyJob.of(turn)
         self.begin(job, new, lambda: self._forward(turn, job.cancel, events, new[-1], window.dropped), engine_saw)
 
     def go_on(self, turn: Turn, window: Window, events, reply: dict) -> None:
@@ -295,7 +296,7 @@ class Conversation:
             self._engine_saw = [*turn.messages[:-1], Message("assistant", said.content, said.thinking)]
 
         self.window = window
-        job = ReplyJob(turn.id, ReplyStop(turn.cancel))
+        job = ReplyJob.of(turn)
         self.begin(job, [reply], lambda: self._forward(turn, job.cancel, events, reply, window.dropped), engine_saw,
                    stored=True)
 
@@ -341,7 +342,7 @@ class Conversation:
         except sqlite3.Error:
             log.exception("storing conversation %s failed", self.id)
 
-    def _forward(self, turn: Turn, stop: ReplyStop, events, reply: dict, dropped: int) -> Said:
+    def _forward(self, turn: Turn, stop: Relay, events, reply: dict, dropped: int) -> Said:
         """Send the reply's events and store what it says as it goes; recorded whatever way it ends.
         ``dropped``: the oldest user turns the model did not see (they no longer fit its context)."""
         said = {Thinking: [reply["thinking"]], Answer: [reply["content"]]}  # a continued reply keeps its start

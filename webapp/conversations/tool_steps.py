@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
 from engines import Answer, Done, Engine, EngineBusy, EngineError, Message, Stats, Thinking, ToolCall, Turn, guarded
+from engines.cancel import Relay
 
 from ..tools.results import ToolResult, ToolSpec, text_part
 from .store import new_id
@@ -52,26 +53,19 @@ class Offer:
         return tuple(out)
 
 
-class ReplyStop(threading.Event):
-    """Stop for a reply of several steps. Each step's engine stream has a cancel of its own (the engine sets it
-    when the stream closes, at the end of every step); setting this stops the whole reply, the step running
-    included."""
-
-    def __init__(self, step: threading.Event):
-        super().__init__()
-        self.step = step
-
-    def set(self) -> None:
-        super().set()
-        self.step.set()
-
-
 @dataclass
 class ReplyJob:
-    """What a tab's Stop reaches while a reply streams: its id and its ``ReplyStop``."""
+    """What a tab's Stop reaches while a reply streams: its id, and its cancel, which reaches the step running
+    (each step's engine stream has a cancel of its own, which the engine sets when the stream closes)."""
 
     id: str
-    cancel: ReplyStop
+    cancel: Relay
+
+    @classmethod
+    def of(cls, turn: Turn) -> ReplyJob:
+        cancel = Relay()
+        cancel.follow(turn.cancel)
+        return cls(turn.id, cancel)
 
 
 class Approvals:
@@ -109,7 +103,7 @@ class ToolSteps:
     ``save`` stores the calls (as the message keeps them) whenever one changes.
     """
 
-    def __init__(self, turn: Turn, stop: ReplyStop, first: Iterator, engine: Callable[[], Engine], box,
+    def __init__(self, turn: Turn, stop: Relay, first: Iterator, engine: Callable[[], Engine], box,
                  offer: Offer, approvals: Approvals, emit: Callable[[dict], None], tag: dict,
                  position: Callable[[], dict], save: Callable[[list[dict]], None]):
         self.turn = turn
@@ -161,7 +155,7 @@ class ToolSteps:
             said = Message("assistant", "".join(step[Answer]), "".join(step[Thinking]), tool_calls=tuple(made))
             answers = [Message("tool", result.text(), tool_call_id=call.call) for call, result in zip(made, results)]
             turn = replace(turn, messages=[*turn.messages, said, *answers], continued=False, cancel=threading.Event())
-            self.stop.step = turn.cancel
+            self.stop.follow(turn.cancel)
             if self.stop.is_set():
                 yield Done("cancelled", self._final(totals, done.stats))
                 return

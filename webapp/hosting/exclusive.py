@@ -10,7 +10,7 @@ from engines import Engine, EngineBusy, EngineError, GenerationOptions
 from ..errors import ClientError
 from ..measurement.baseline import Baselines, calibrate
 from ..measurement.busy import CpuWatch
-from ..measurement.lanes import Relay
+from engines.cancel import Relay
 
 CALIBRATION_YIELD_S = 10.0  # how long a message waits for a calibration to stop at its next token
 

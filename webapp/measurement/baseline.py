@@ -14,9 +14,10 @@ from pathlib import Path
 import orjson
 
 from engines import Engine, EngineInfo, GenerationOptions, Message
+from engines.cancel import Relay
 
 from ..atomic import write_json
-from .lanes import Lane, LaneReply, LaneRun, Relay
+from .lanes import Lane, LaneReply, LaneRun
 
 log = logging.getLogger(__name__)
 CALIBRATION_PROMPT = "What can you do?"

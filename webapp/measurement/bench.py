@@ -218,7 +218,9 @@ def run(args: argparse.Namespace, options) -> int:
     from engines.registry import EngineSpec, create_engine
 
     from .busy import CpuWatch, describe
-    from .lanes import LaneReply, Rehearsal, Relay, WarmUp, run_lanes, schedule, tally
+    from engines.cancel import Relay
+
+    from .lanes import LaneReply, Rehearsal, WarmUp, run_lanes, schedule, tally
     from .machine import machine, versions
     from .pairs import AUTO_MAX_PAIRS
 

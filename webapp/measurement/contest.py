@@ -61,6 +61,10 @@ class ContestHost(Protocol):
     def spec(self) -> EngineSpec:
         """What the engine in use is, as its receipt names it."""
 
+    @property
+    def api(self):
+        """The OpenAI-compatible API's queue: whether it is answering a request (``state()["answering"]``)."""
+
     def yield_calibration(self) -> bool:
         """End a running calibration so that the contest goes first; whether the engine is free now."""
 

@@ -6,7 +6,6 @@ block, and ``specchat bench`` the same from a terminal: all run here.
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -14,6 +13,7 @@ from dataclasses import dataclass, field
 
 from engines import Answer, Done, Engine, EngineError, GenerationOptions, Message, Thinking, Turn, guarded
 from engines.block_policy import add_histories, block_label
+from engines.cancel import Relay
 
 from ..conversations.frames import done_frame, reply_frame
 from .measures import divergence, pooled_depths, ratios, spread
@@ -66,25 +66,6 @@ def schedule(lanes: list[Lane], runs: int, prompts: int = 1, rotate: bool = True
         for prompt in range(prompts):
             order += [(run, prompt, lane) for lane in lanes[turn:] + lanes[:turn]]
     return order
-
-
-class Relay(threading.Event):
-    """A cancel flag that also reaches the reply running now: set once, every later lane is skipped too."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._current: threading.Event | None = None
-
-    def set(self) -> None:
-        super().set()
-        current = self._current
-        if current is not None:
-            current.set()
-
-    def follow(self, cancel: threading.Event) -> None:
-        self._current = cancel
-        if self.is_set():
-            cancel.set()
 
 
 class LaneReply:

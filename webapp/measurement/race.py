@@ -12,18 +12,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engines import Engine, EngineError, GenerationOptions, Message
+from engines import Engine, EngineBusy, EngineError, GenerationOptions, Message
 from engines.block_policy import block_label
+from engines.cancel import Relay
 
 from ..conversations.conversation import Conversation, Said, new_message, produced_by
 from ..errors import ClientError
 from .busy import CpuWatch
 from .contest import ContestHost, RaceAsked, SweepAsked
-from .lanes import (Lane, LaneReply, LaneRun, Relay, Tally, WarmUp, block_lane, outcome, run_lanes, schedule,
+from .lanes import (Lane, LaneReply, LaneRun, Tally, WarmUp, block_lane, outcome, run_lanes, schedule,
                     sweep_order, tally)
 from .pairs import AUTO_MAX_PAIRS, settled
 
 log = logging.getLogger(__name__)
+API_POLL_S = 0.05  # how often a contest that waits for an API request looks whether the model came free
 # The summary of a contest that broke off unexpectedly: its frame still comes, with this error.
 BROKE_OFF = {"code": "internal",
              "message": "The contest broke off unexpectedly (specchat's log says why): run it again."}
@@ -164,6 +166,19 @@ def divergence_margin(engine: Engine, results: list[LaneRun], lanes: list[Lane],
     return None
 
 
+def _wait_for_the_api(host: ContestHost, warm_up: WarmUp, cancel: Relay) -> None:
+    """Open the warm-up once the API's request in flight is done (run_lanes opens it if the wait is cancelled
+    or another error comes, and reports that)."""
+    while not cancel.is_set():
+        try:
+            warm_up.open(cancel)
+            return
+        except EngineBusy:
+            cancel.wait(API_POLL_S)
+        except EngineError:
+            return
+
+
 def _run(host: ContestHost, conversation: Conversation, id: str, text: str, images: list[str], lanes: list[Lane],
          runs: int | str,
          kept: Lane, summarize: Callable[[list[LaneRun], Relay, dict | None, list[Message]], dict],
@@ -188,9 +203,14 @@ def _run(host: ContestHost, conversation: Conversation, id: str, text: str, imag
         cancel = Relay()
         try:
             replies[0].open(cancel)
+            opened = replies[0]
+        except EngineBusy:
+            if not host.api.state()["answering"]:
+                raise ClientError("busy", "A reply is being generated: wait for it, then race again.") from None
+            # An API request holds the model: the contest waits for it (work), and later requests wait for the
+            # contest, which holds the exclusive lock.
         except EngineError as exc:
             raise ClientError(exc.code, exc.message) from None
-        opened = replies[0]
         reply = new_message("assistant", said["id"], settings=produced_by(host.engine.info(), kept.options))
     except BaseException:  # work never runs, so nothing else lets the engine and the lock go
         if opened is not None:
@@ -207,6 +227,8 @@ def _run(host: ContestHost, conversation: Conversation, id: str, text: str, imag
 
     def work() -> Said:
         try:
+            if opened is None:
+                _wait_for_the_api(host, replies[0], cancel)
             watch = CpuWatch()
             results = run_lanes(replies, cancel, lambda frame: conversation.emit(tagged(frame)),
                                 enough_pairs(runs, lanes))
