@@ -69,8 +69,8 @@ def test_five_pairs_are_judged_by_their_min_max_interval(fake_server):
 
 
 def test_a_drafter_that_costs_more_than_it_saves_is_slower_and_three_pairs_are_unclear(fake_server):
-    fake_server.engine.delay_s = 0.02
-    fake_server.engine.round_s = 0.16  # a verify round costs 9 plain tokens and yields about 3
+    fake_server.engine.delay_s = 0.01
+    fake_server.engine.round_s = 0.08  # a verify round costs 9 plain tokens and yields about 3
     fake_server.host.update_settings({"draft_block_size": 4})  # a fixed block: "auto" would turn drafting off
     with WsClient(fake_server.ws_url) as ws:
         slower, frames = race(ws, runs=5)
