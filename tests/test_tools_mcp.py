@@ -213,8 +213,9 @@ def test_close_stops_every_server_in_bounded_time(tmp_path):
 def test_a_server_that_never_answers_fails_its_start_in_bounded_time(tmp_path, monkeypatch):
     monkeypatch.setattr(mcp_client, "START_TIMEOUT_S", 1.0)
     path = tmp_path / "mcp.json"
-    mute = {"command": sys.executable, "args": ["-c", "import sys, time; print('thinking…', file=sys.stderr, "
-                                                      "flush=True); time.sleep(60)"]}
+    # It reads what it is sent and never answers; it leaves when its input closes, as a stdio server does.
+    mute = {"command": sys.executable, "args": ["-c", "import sys; print('thinking…', file=sys.stderr, "
+                                                      "flush=True); sys.stdin.read()"]}
     path.write_text(json.dumps({"mcpServers": {"mute": mute}}))
     box = started(ToolBox(GenerationOptions, SwitchStore(tmp_path), read_config(path)), timeout=10)
     try:
