@@ -49,6 +49,10 @@ PLAIN_PROBE = 4  # plain steps run first when no plain step has been timed (the 
 RETRY_FIRST = 16  # plain steps before drafting is tried again
 RETRY_MOST = 256
 PROBE_ROUNDS = 4
+# A neighbouring block never run is priced by a model; when it is rated within this of the best, a few rounds
+# measure it, since a model's price off by a few percent otherwise keeps auto one block too shallow or deep.
+EXPLORE_WITHIN = 0.9
+EXPLORE_ROUNDS = MIN_SAMPLES + 1  # its first round is not timed
 LEARNED_CONVERSATIONS = 64
 
 
@@ -278,8 +282,23 @@ class BlockPolicy:
         best = self._best()
         if best is None:
             self._set(self._start_off())
+            return
+        unpriced = self._unmeasured_neighbour(best)
+        if unpriced is not None:
+            self._probing = EXPLORE_ROUNDS
+            self._set(unpriced)
         elif best != self._block and self.speedup(best) > SWITCH_GAIN * (self.speedup(self._block) or 0.0):
             self._set(best)
+
+    def _unmeasured_neighbour(self, best: int) -> int | None:
+        """A block next to ``best`` whose round was never timed on this machine and model and that is rated
+        close to it: the one to measure (None with costs given, or when both neighbours are known or far)."""
+        if self.times.given is not None:
+            return None
+        rated = self.speedup(best)
+        near = [(s, k) for k in (best - 1, best + 1) if k in BLOCKS and self.times.measured(k) is None
+                and (s := self.speedup(k)) is not None and s >= EXPLORE_WITHIN * rated]
+        return max(near)[1] if near else None
 
     def _favourite(self) -> int | None:
         """The block to try drafting at: the one rated best among those that would pay were every draft kept

@@ -167,3 +167,27 @@ def test_a_plain_step_queued_before_a_try_neither_shortens_the_try_nor_is_timed_
     policy.observe(tried, 0, seconds=2.0)
     assert policy.block() == 1  # the whole try ran, then drafting went off again
     assert memory.times.measured(1) is None  # the queued step's time was not counted
+
+
+def test_a_neighbouring_block_rated_close_is_measured_rather_than_priced():
+    """Round times measured, not given: the model prices a block never run at a quarter of a plain step per
+    position, where this machine's rounds cost 0.1 (much cheaper). Left to the model, auto would stay shallow;
+    measuring the neighbours as it goes, it reaches the block that is truly best here."""
+    def seconds(block: int) -> float:
+        return 0.010 if block == 1 else 0.010 * (1 + 0.10 * (block - 1))
+
+    keep = 0.8
+    truly = {k: sum(keep ** d for d in range(k)) / (seconds(k) / seconds(1)) for k in BLOCKS}
+    best = max(truly, key=truly.get)
+    policy = Memory().policy("chat")
+    rng = random.Random(0)
+    blocks = []
+    for _ in range(600):
+        block = policy.block()
+        blocks.append(block)
+        accepted = 0
+        while block > 1 and accepted < block - 1 and rng.random() < keep:
+            accepted += 1
+        policy.observe(block, accepted if block > 1 else None, seconds(block))
+    assert best >= 5 and blocks[-1] >= best - 1, (best, blocks[-20:])
+    assert policy.times.measured(best) is not None
