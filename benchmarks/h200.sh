@@ -87,20 +87,15 @@ drafter() {  # the drafter flag of a rig: the bf16 rig carries its head, a conve
 }
 
 # CUDA_CORES=1 engine ...: the same with the 4- and 8-bit products on the CUDA-core kernel, not on tensor cores
-# (KernelChoice.tensor_cores off, engines/mlx/cuda/__init__.py)
-ON_CUDA_CORES="import runpy
-from engines.mlx.cuda import KernelChoice, chosen
-with chosen(KernelChoice(tensor_cores=False)):
-    runpy.run_module('webapp', run_name='__main__')"
-
+# (specchat bench --cuda-kernels cuda-cores: KernelChoice.tensor_cores off, engines/mlx/cuda/__init__.py)
 engine() {  # progress lines go to $STORE/NAME.log with the seconds since the start, the table to the output
-    local start bench=(-m webapp)
-    [ "${CUDA_CORES:-0}" = 1 ] && bench=(-c "$ON_CUDA_CORES")
+    local start kernels=tensor-cores
+    [ "${CUDA_CORES:-0}" = 1 ] && kernels=cuda-cores
     for name in "$@"; do
         start=$(date +%s)
         # shellcheck disable=SC2046
-        timeout 400 "$PY" "${bench[@]}" bench --model "$STORE/rigs/$name" $(drafter "$name") --blocks 1,2,4 \
-            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat 2>&1 | stdbuf -oL tr '\r' '\n' \
+        timeout 400 "$PY" -m webapp bench --model "$STORE/rigs/$name" $(drafter "$name") --blocks 1,2,4 \
+            --runs "$RUNS" --max-tokens "$TOKENS" --budget 0 --loop specchat --cuda-kernels "$kernels" 2>&1 | stdbuf -oL tr '\r' '\n' \
             | while IFS= read -r line; do echo "$(( $(date +%s) - start ))s $line"; done \
             | tee "$STORE/$name.log" | grep -v '^[0-9]*s \['
     done

@@ -112,7 +112,7 @@ def measure(args: argparse.Namespace) -> None:
 
     import mlx.core as mx
 
-    from engines.mlx.cuda import KernelChoice, chosen
+    from engines.mlx.cuda import KernelChoice
     from engines.mlx.decoding import Sampling
     from engines.mlx.engine import own_decoder
     from engines.mlx.loading import load_drafter, load_model
@@ -120,8 +120,8 @@ def measure(args: argparse.Namespace) -> None:
 
     loaded = load_model(args.model)
     load_drafter(loaded, None)
-    with chosen(KernelChoice(few_rows=not args.no_kernel, tensor_cores=not args.cuda_cores)):
-        decoder, _, _, _ = own_decoder(loaded)
+    decoder, _, _, _ = own_decoder(loaded, kernels=KernelChoice(few_rows=not args.no_kernel,
+                                                                tensor_cores=not args.cuda_cores))
     _progress(started, "loaded")
     ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()

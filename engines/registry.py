@@ -115,11 +115,12 @@ class TabPolicy:
 
 
 def create_engine(spec: EngineSpec, policy: TabPolicy | None = None,
-                  drafters: DrafterSearch | None = None) -> Engine:
+                  drafters: DrafterSearch | None = None, kernels=None) -> Engine:
     """Build (not load) the engine; raises EngineError (ModelNotFound for a bad path) with a fix.
 
     ``policy``: the spec came from a tab and is held to it (``None``: from the command line).
-    ``drafters``: where the MLX engine looks for the head of a checkpoint converted without it."""
+    ``drafters``: where the MLX engine looks for the head of a checkpoint converted without it.
+    ``kernels``: the MLX engine's ``KernelChoice`` (a benchmark's; None: the default)."""
     if policy is not None:
         spec = policy.restrict(spec)
     if spec.name == "fake":
@@ -152,4 +153,5 @@ def create_engine(spec: EngineSpec, policy: TabPolicy | None = None,
     check_model_dir(model)
     if spec.drafter not in (None, "none"):
         check_model_dir(spec.drafter, DRAFTER)
-    return MlxEngine(model, spec.drafter, drafters)
+    return MlxEngine(model, spec.drafter, drafters) if kernels is None else MlxEngine(model, spec.drafter,
+                                                                                      drafters, kernels)

@@ -94,15 +94,18 @@ def test_a_shape_the_steps_do_not_expect_is_named(tiny_model):
 
 
 def test_the_kernels_chosen_at_build_are_the_parts_and_stay_theirs(tiny_model):
-    """A benchmark's ``KernelChoice`` reaches every product of the parts built under it; parts built before or after
-    keep the engine's default."""
-    from engines.mlx.cuda import KernelChoice, chosen
+    """A benchmark's ``KernelChoice`` reaches every product of the parts built with it, through the decoder and
+    the engine too; parts built before or after keep the engine's default."""
+    from engines.mlx.cuda import KernelChoice
+    from engines.mlx.decoding import Decoder
+    from webapp.measurement.bench import kernel_choice
 
     loaded = _loaded(tiny_model)
     before = qwen35.body(loaded.model)
-    measured = KernelChoice(few_rows=False, tensor_cores=False)
-    with chosen(measured):
-        body, head = qwen35.body(loaded.model), qwen35.mtp_head(loaded.drafter)
+    measured = kernel_choice("mlx")
+    assert measured == KernelChoice(few_rows=False, tensor_cores=False)
+    body, head = qwen35.body(loaded.model, measured), qwen35.mtp_head(loaded.drafter, measured)
+    decoder = Decoder(loaded.model, loaded.drafter, measured)
     after = qwen35.body(loaded.model)
 
     def products(parts) -> list:
@@ -115,3 +118,4 @@ def test_the_kernels_chosen_at_build_are_the_parts_and_stay_theirs(tiny_model):
 
     assert {record.kernels for record in products(body) + products(head)} == {measured}
     assert {record.kernels for record in products(before) + products(after)} == {KernelChoice()}
+    assert {record.kernels for record in products(decoder.target.body)} == {measured}

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
+from .cuda import KernelChoice
 from .sampling import Sampling, probabilities, sample
 from .stepper import TAIL, DrafterCaches, DrafterStepper, ImageFeed, TargetCaches, TargetStepper
 
@@ -61,12 +62,14 @@ class Step:
 class Decoder:
     """Runs turns on one model (and its MTP head, when there is one)."""
 
-    def __init__(self, model, drafter=None):
-        """On mlx-vlm's ``model`` and MTP head ``drafter``, whose parts the seam copies once (qwen35.py)."""
+    def __init__(self, model, drafter=None, kernels: KernelChoice = KernelChoice()):
+        """On mlx-vlm's ``model`` and MTP head ``drafter``, whose parts the seam copies once (qwen35.py), their
+        products on ``kernels`` where specchat's CUDA kernels apply."""
         from . import qwen35
 
-        self.target = TargetStepper(qwen35.body(model))
-        self.drafter = DrafterStepper(qwen35.mtp_head(drafter), self.target) if drafter is not None else None
+        self.target = TargetStepper(qwen35.body(model, kernels))
+        self.drafter = (DrafterStepper(qwen35.mtp_head(drafter, kernels), self.target) if drafter is not None
+                        else None)
         self.vision = qwen35.vision(model)  # None without a vision tower
 
     def new_state(self) -> DecodeState:

@@ -7,6 +7,7 @@ import queue
 import threading
 from collections.abc import Iterator
 from dataclasses import replace
+from functools import partial
 
 from ..base import Engine, EngineInfo, Example, Message, Turn, read_examples
 from ..block_policy import AUTO, START_BLOCK, Memory
@@ -14,6 +15,7 @@ from ..errors import EngineBusy, EngineError, EngineNotReady
 from ..events import Done, Event
 from ..options import GenerationOptions
 from .conversations import ConversationCache, ConversationCaches
+from .cuda import KernelChoice
 from .drafter_search import DrafterSearch
 from .generation import TurnGeneration
 from .images import TurnImages, shas, vision_note
@@ -35,10 +37,12 @@ OWN_LOOP_MODELS = ("qwen3_5", "qwen3_5_moe")
 class MlxEngine(Engine):
     name = "mlx"
 
-    def __init__(self, model: str, drafter: str | None = None, drafters: DrafterSearch | None = None):
+    def __init__(self, model: str, drafter: str | None = None, drafters: DrafterSearch | None = None,
+                 kernels: KernelChoice = KernelChoice()):
         """``drafter``: a folder or hub id, ``"none"``, or None for the model's bundled MTP head (or, without
-        one, the head ``drafters`` finds)."""
+        one, the head ``drafters`` finds). ``kernels``: which of specchat's CUDA kernels the own loop runs."""
         super().__init__()
+        self.kernels = kernels
         self.model_spec = model
         self.drafter_spec = drafter
         self.drafters = drafters
@@ -106,7 +110,7 @@ class MlxEngine(Engine):
             prompts = PromptBuilder(loaded, vision=note is None)
             sizing = PromptBuilder(copy_tokenizer(loaded), vision=note is None)
             self._examples = read_examples(loaded.path)
-            decoder, stop_ids, no_own_loop, loop_note = own_decoder(loaded, prompts)
+            decoder, stop_ids, no_own_loop, loop_note = own_decoder(loaded, prompts, self.kernels)
             if loop_note:
                 log.warning("%s", loop_note)
             elif no_own_loop:
@@ -390,9 +394,9 @@ class MlxEngine(Engine):
         self._set_state("error", "unloaded")
 
 
-def own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None):
-    """specchat's own loop for this model, with the MTP head when that is the drafter, checked against
-    mlx-vlm's forward (qwen35.py).
+def own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None, kernels: KernelChoice = KernelChoice()):
+    """specchat's own loop for this model, with the MTP head when that is the drafter, its products on
+    ``kernels`` where specchat's CUDA kernels apply, checked against mlx-vlm's forward (qwen35.py).
 
     Returns (decoder, stop ids, None, None); (None, ∅, why, None) for a model family the loop does not run;
     (None, ∅, why, note) when this mlx-vlm's internals are not what the loop was written against.
@@ -409,7 +413,7 @@ def own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None):
     try:
         ids = (prompts.encode(qwen35.CHECK_TEXT) if prompts is not None
                else list(loaded.tokenizer.encode(qwen35.CHECK_TEXT, add_special_tokens=False)))
-        decoder = qwen35.check(Decoder, loaded.model, drafter, ids)
+        decoder = qwen35.check(partial(Decoder, kernels=kernels), loaded.model, drafter, ids)
     except qwen35.Unavailable as exc:
         reason = f"own loop unavailable with mlx-vlm {qwen35.library_version()}: {exc}"
         return None, set(), reason, f"{reason}; using mlx-vlm's loop."

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from . import library
-from .cuda import KernelChoice, current_choice
+from .cuda import KernelChoice
 from .cuda.quantized_skinny import MAX_ROWS
 # Unavailable and library_version: the engine reads why the own loop cannot run, and on which mlx-vlm, from here
 from .library import Unavailable, function, library_version
@@ -158,10 +158,8 @@ def check(decoder_factory, model, drafter, ids: list[int]):
     return decoder
 
 
-def body(model) -> Body:
-    """The target model's parts, as the own loop's steps read them, running the kernels chosen now
-    (``cuda.current_choice``)."""
-    kernels = current_choice()
+def body(model, kernels: KernelChoice = KernelChoice()) -> Body:
+    """The target model's parts, as the own loop's steps read them, running ``kernels``."""
     lm = getattr(model, "language_model", model)
     inner = lm.model
     output = inner.embed_tokens if lm.args.tie_word_embeddings else lm.lm_head
@@ -189,9 +187,8 @@ def vision(model) -> Vision | None:
                   image_token=int(model.config.image_token_id))
 
 
-def mtp_head(drafter) -> MtpHead:
-    """The MTP head's parts (mlx-vlm's Qwen3_5MTPDraftModel), running the kernels chosen now."""
-    kernels = current_choice()
+def mtp_head(drafter, kernels: KernelChoice = KernelChoice()) -> MtpHead:
+    """The MTP head's parts (mlx-vlm's Qwen3_5MTPDraftModel), running ``kernels``."""
     layers = tuple(Layer(layer.input_layernorm, _attention(layer.self_attn, f"the MTP head's layer {i}", kernels),
                          layer.post_attention_layernorm, _feed_forward(layer.mlp, kernels))
                    for i, layer in enumerate(drafter.layers))

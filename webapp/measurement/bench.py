@@ -99,6 +99,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help="MLX engine: specchat's own draft/verify loop (default), mlx-vlm's, or both side by "
                         "side, interleaved")
     parser.add_argument("--json", type=Path, dest="json_out", help="also write the results here as JSON")
+    parser.add_argument("--cuda-kernels", choices=["tensor-cores", "cuda-cores", "mlx"], default="tensor-cores",
+                        help="on an NVIDIA GPU, the MLX engine's few-row products: specchat's kernels with 4- and "
+                             "8-bit layers on tensor cores (default), on the CUDA-core kernel, or MLX's own "
+                             "products; elsewhere nothing changes")
     parser.add_argument("--blas", type=blas_argument, default=os.environ.get("SPECCHAT_BLAS"),
                         help="Linux CPU: auto, bundled or a library path, as for specchat")
     args = parser.parse_args(argv)
@@ -213,13 +217,20 @@ def main(argv: list[str]) -> int:
     return run(args, options)
 
 
+def kernel_choice(name: str):
+    """``--cuda-kernels`` as the MLX engine's ``KernelChoice``."""
+    from engines.mlx.cuda import KernelChoice
+
+    return KernelChoice(few_rows=name != "mlx", tensor_cores=name == "tensor-cores")
+
+
 def run(args: argparse.Namespace, options) -> int:
     from engines import EngineError, Message
     from engines.registry import EngineSpec, create_engine
 
-    from .busy import CpuWatch, describe
     from engines.cancel import Relay
 
+    from .busy import CpuWatch, describe
     from .lanes import LaneReply, Rehearsal, WarmUp, run_lanes, schedule, tally
     from .machine import machine, versions
     from .pairs import AUTO_MAX_PAIRS
@@ -227,7 +238,7 @@ def run(args: argparse.Namespace, options) -> int:
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
                       api_key=os.environ.get("SPECCHAT_API_KEY"))
     try:
-        engine = create_engine(spec)
+        engine = create_engine(spec, kernels=kernel_choice(args.cuda_kernels) if args.engine == "mlx" else None)
     except EngineError as exc:
         print(f"specchat bench: {exc.message}", file=sys.stderr)
         return 2

@@ -3,13 +3,12 @@
 
 Every kernel's module says where it applies (``applies``); which of the product kernels a model's layers run is
 a ``KernelChoice``, fixed when the own loop copies the model's parts at load (the seam, qwen35.py). The engine
-loads with the default; a benchmark that measures another passes its own to ``chosen``.
+loads with the default; a benchmark that measures another passes its own (``specchat bench --cuda-kernels``,
+``benchmarks.rounds --no-kernel`` or ``--cuda-cores``), which reaches the parts as an argument.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -23,25 +22,6 @@ class KernelChoice:
     # where four rows cost what one does; other bit widths and float32 on the CUDA-core kernel. One choice for
     # every row count, so identity holds either way (benchmarks.rounds --cuda-cores measures the other)
     tensor_cores: bool = True
-
-
-_choice = KernelChoice()
-
-
-@contextmanager
-def chosen(choice: KernelChoice) -> Iterator[KernelChoice]:
-    """The model parts built inside take ``choice`` (a benchmark's); those built before or after keep theirs."""
-    global _choice
-    before, _choice = _choice, choice
-    try:
-        yield choice
-    finally:
-        _choice = before
-
-
-def current_choice() -> KernelChoice:
-    """The choice the model parts built now take: the default, or the one ``chosen`` holds."""
-    return _choice
 
 
 def use_cuda_kernel() -> bool:
