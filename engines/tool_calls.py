@@ -57,9 +57,6 @@ class ToolCallAssembler:
             elif isinstance(arguments, dict):
                 entry.whole = arguments
 
-    def __bool__(self) -> bool:
-        return bool(self._by_index)
-
     def calls(self) -> list[ToolCall]:
         out = []
         for number, index in enumerate(sorted(self._by_index)):

@@ -147,7 +147,7 @@ class ToolSteps:
             if done.finish_reason != "tool_calls" or not made or self.stop.is_set():
                 yield replace(done, stats=self._final(totals, done.stats))
                 return
-            room = self._box_limit() - len(self.calls)
+            room = self.turn.options.max_tool_steps - len(self.calls)
             if room <= 0:  # every call of this step would be refused: the reply ends with them unanswered
                 yield replace(done, stats=self._final(totals, done.stats))
                 return
@@ -163,9 +163,6 @@ class ToolSteps:
             if isinstance(events, Done):
                 yield replace(events, stats=self._final(totals, events.stats))
                 return
-
-    def _box_limit(self) -> int:
-        return self.turn.options.max_tool_steps
 
     def _open(self, turn: Turn):
         """The engine's stream for the next step; it waits while another caller took the engine meanwhile.
@@ -189,7 +186,7 @@ class ToolSteps:
         if made.error or spec is None or not allowed:
             why = made.error or (f"There is no tool {made.name!r}: call one of {', '.join(self._offer.tools)}."
                                  if spec is None else
-                                 f"Not run: this reply made its {self._box_limit()} calls (max_tool_steps). "
+                                 f"Not run: this reply made its {self.turn.options.max_tool_steps} calls (max_tool_steps). "
                                  "Answer with what you have.")
             return self._finish(stored, ToolResult(False, [text_part(why)], 0.0), "failed")
         if not self._box.always_allowed(spec.server, spec.name):
