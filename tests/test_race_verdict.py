@@ -28,6 +28,8 @@ class Alternating(FakeEngine):
 @pytest.fixture
 def alternating_server(tmp_path):
     server = LiveServer(Alternating(delay_s=0.02), tmp_path / "data")
+    # A fixed block: "auto" would turn the costly runs' drafting off, and they would tie instead of losing.
+    server.host.update_settings({"draft_block_size": 4})
     yield server
     server.stop()
 
