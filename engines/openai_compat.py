@@ -301,6 +301,9 @@ class OpenAICompatEngine(Engine):
     name = "openai"
     # Request fields that steer thinking: the answer request after a cut leaves them out.
     thinking_fields: tuple[str, ...] = ("thinking_budget",)
+    # A server whose sessions are the conversation's own: a 409 on the first request is then this engine's previous
+    # request, still being released, and is tried again; elsewhere it is another client's and is reported.
+    sessions_are_ours = False
 
     def __init__(self, base_url: str, model: str | None = None, api_key: str | None = None,
                  stall_s: float = DEFAULT_STALL_S, connect_s: float = 5.0):
@@ -485,7 +488,7 @@ class OpenAICompatEngine(Engine):
             body = self.payload(turn)
             reader.told_budget = "thinking_budget" in body
             try:
-                bound = yield from self._read(turn, reader, body)
+                bound = yield from self._read(turn, reader, body, retry=self.sessions_are_ours)
             except EngineError as exc:
                 if not (reader.told_budget and reader.meter.tokens == 0 and "thinking_budget" in exc.message):
                     raise

@@ -202,7 +202,8 @@ def test_mtplx_with_a_vision_model_sends_the_images(seeing):
         assert engine.info().vision is True and engine.info().vision_note is None
         plain, _ = run(engine, image_turn(Message("user", "What is in the picture?")))
         done, events = run(engine, image_turn(Message("user", "What is in the picture?", images=(RED, BLUE))))
-        assert done.finish_reason == "stop" and text(events, Answer) == "Hello! How can I help?"
+        assert done.finish_reason == "stop", done.error_message
+        assert text(events, Answer) == "Hello! How can I help?"
         request = seeing.state()["requests"][-1]
         assert request["images"] == [RED.sha256, BLUE.sha256]  # the bytes arrived whole, in order
         assert request["body"]["generation_mode"] == "mtp"

@@ -180,6 +180,17 @@ def test_stop_cancels_on_the_daemon(started):
     assert run(engine)[0].finish_reason == "stop"
 
 
+def test_a_session_still_busy_from_the_last_reply_is_tried_again(started):
+    # The daemon frees a session after writing the last chunk, so a message sent at once may meet a 409.
+    engine, _ = started
+    sent = len(daemon_state(engine)["requests"])
+    control(engine.supervisor.base_url, "/fake/next", {"status": 409, "message": "session c1 is busy",
+                                                         "code": "EngineSessionBusy"})
+    done, events = run(engine)
+    assert done.finish_reason == "stop" and text(events, Answer)
+    assert len(daemon_state(engine)["requests"]) == sent + 2
+
+
 def test_cache_reset_and_deep_reset(started):
     engine, _ = started
     run(engine, turn(conversation="to-clear"))

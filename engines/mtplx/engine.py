@@ -155,6 +155,7 @@ class MtplxEngine(OpenAICompatEngine):
 
     name = "mtplx"
     supports_deep_reset = True
+    sessions_are_ours = True  # the daemon frees a session after its last chunk is written
     thinking_fields = (*OpenAICompatEngine.thinking_fields, "reasoning_effort")
 
     def __init__(self, base_url: str = DEFAULT_URL, model: str | None = None, api_key: str | None = None,
