@@ -59,9 +59,12 @@ def main() -> None:
     blocks = sorted({1, *(int(b) for b in asked if b != AUTO)}) + ([AUTO] if AUTO in asked else [])
     drafting = [b for b in blocks if b != AUTO and b > 1]
     auto = Memory()  # the engine's: one per loaded model
+    began = time.perf_counter()
     loaded = load_model(args.model)
     load_drafter(loaded, None)
+    loaded_s = time.perf_counter() - began
     decoder, _, _, _ = own_decoder(loaded)
+    checked_s = time.perf_counter() - began - loaded_s
     ids = loaded.tokenizer.encode(PROMPT, add_special_tokens=False)
     greedy = Sampling()
     print(f"machine: {machine()}; MLX on {mx.default_device()}; BLAS: {blas_in_use()}")
@@ -95,8 +98,11 @@ def main() -> None:
             histories.append(history)
         return (tokens - 1) / (time.perf_counter() - start), rounds
 
+    rehearsed = time.perf_counter()
     for block in blocks:  # rehearsal: compiles every length the runs use
         decode(block)
+    print(f"start: model and drafter loaded {loaded_s:.1f} s, own loop checked {checked_s:.1f} s, "
+          f"rehearsal of every block {time.perf_counter() - rehearsed:.1f} s")
     rates: dict[int, list[float]] = {b: [] for b in blocks}
     rounds: dict[int | str, list[tuple[int, int, float]]] = {b: [] for b in blocks if b != 1}
     for run in range(args.runs):

@@ -16,6 +16,8 @@
 #   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
 #   benchmarks/h200.sh images         the 4.1B rig with a vision tower: one 1024×1024 image, text and text as long,
 #                                     drafter off and at blocks 2 and 4 (python -m benchmarks.images)
+#   benchmarks/h200.sh curve P...     the 4.1B rig whose head agrees on a share P of the words, bfloat16, then
+#                                     python -m benchmarks.acceptance on it: blocks 1-6 and auto
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
 # mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
@@ -129,6 +131,17 @@ images() {  # Pillow and the image processor come from the machine's own Python,
     local r="$STORE/rigs/bf16-vision"
     [ -d "$r" ] || "$PY" -m demo_model.rig "$r" --size 4b --vision || return 1
     timeout 500 "$PY" -m benchmarks.images --model "$r" --runs "$RUNS" --tokens "$TOKENS" 2>&1
+}
+
+curve() {  # each rig is removed after its run: one 4.1B checkpoint is 8 GB
+    local p r
+    for p in "$@"; do
+        r="$STORE/rigs/p$p"
+        "$PY" -m demo_model.rig "$r" --size 4b --acceptance "$p" 2>&1 | tail -2 || return 1
+        timeout 400 "$PY" -m benchmarks.acceptance "$r" --blocks 1,2,3,4,5,6,auto --runs "$RUNS" --tokens "$TOKENS" \
+            2>&1 | grep -v '^\['
+        rm -rf "$r"
+    done
 }
 
 command=$1

@@ -73,6 +73,7 @@ def main() -> None:
 
     print(f"machine: {machine()}; MLX on {mx.default_device()}; BLAS: {blas_in_use()}")
     print(f"model: {model}; image {args.side}×{args.side}; {args.tokens} tokens; {args.runs} runs; blocks {blocks}")
+    print("engine ready after " + ", ".join(f"{step} {seconds:.1f} s" for step, seconds in engine.load_phases))
     long_text = same_length_text(engine, base, image)
     modes = {"text": (PROMPT, ()), "image": (PROMPT, (image,)), "long text": (long_text, ())}
     results: dict[tuple[str, int], list[dict]] = {(m, b): [] for m in modes for b in blocks}

@@ -6,6 +6,7 @@ import base64
 import json
 import logging
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -166,15 +167,30 @@ class Engine(ABC):
         self._status = Status("loading", "waiting to load")
         self._claim_lock = threading.Lock()
         self._active: Turn | None = None  # the turn that holds the engine
+        # Seconds spent in each loading step of the latest load, in order (what a slow start spent its time on).
+        self.load_phases: list[tuple[str, float]] = []
+        self._phase_started: float | None = None
 
     def on_change(self, listener: Callable[[EngineInfo], None]) -> None:
         self._listeners.append(listener)
 
     def _set_state(self, state: State, message: str = "", progress: float | None = None) -> None:
         """Record the engine's state and tell every listener (the tabs)."""
+        self._time_phase(state, message)
         self._status = Status(state, message, progress)
         log.info("engine %s: %s", self.name, describe_state(state, message))
         self._notify()
+
+    def _time_phase(self, state: State, message: str) -> None:
+        now = time.monotonic()
+        if self._phase_started is not None:
+            self.load_phases.append((self._status.message, now - self._phase_started))
+        elif state == "loading":
+            self.load_phases = []
+        self._phase_started = now if state == "loading" else None
+        if state == "ready" and self.load_phases:
+            log.info("engine %s: ready in %.1f s (%s)", self.name, sum(s for _, s in self.load_phases),
+                     ", ".join(f"{step} {s:.1f} s" for step, s in self.load_phases))
 
     def _notify(self) -> None:
         info = self.info()

@@ -106,6 +106,7 @@ class MlxEngine(Engine):
                 search = replace(self.drafters or DrafterSearch(),
                                  report=lambda step: self._set_state("loading", step, 0.6))
                 load_drafter(loaded, self.drafter_spec, search)
+            self._set_state("loading", "checking specchat's decode loop against the model", 0.7)
             note = vision_note(loaded)
             prompts = PromptBuilder(loaded, vision=note is None)
             sizing = PromptBuilder(copy_tokenizer(loaded), vision=note is None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 import orjson
@@ -157,12 +158,17 @@ def options_for(args: argparse.Namespace):
 class Progress:
     """A bar on stderr, redrawn as each lane starts and ends."""
 
-    def __init__(self, total: int, runs: int, prompts: int):
+    def __init__(self, total: int, runs: int, prompts: int, started: float, loaded: str):
         self.total, self.runs, self.prompts, self.done = total, runs, prompts, 0
+        self.started, self.loaded = started, loaded  # when the bench began; what loading took
 
     def frame(self, frame: dict) -> None:
         if frame["type"] not in ("start", "done"):
             return
+        if self.loaded:  # the first measured run starts: what came before it, a user's wait for a first token
+            sys.stderr.write(f"ready to measure {time.monotonic() - self.started:.1f} s after the start: "
+                             f"{self.loaded}, then warm-ups and rehearsals\n")
+            self.loaded = ""
         self.done += frame["type"] == "done"
         filled = BAR_WIDTH * self.done // self.total
         loop = f"{frame['loop']} " if "loop" in frame else ""
@@ -235,6 +241,7 @@ def run(args: argparse.Namespace, options) -> int:
     from .machine import machine, versions
     from .pairs import AUTO_MAX_PAIRS
 
+    started = time.monotonic()
     spec = EngineSpec(name=args.engine, model=args.model, drafter=args.drafter, base_url=args.base_url,
                       api_key=os.environ.get("SPECCHAT_API_KEY"))
     try:
@@ -262,7 +269,9 @@ def run(args: argparse.Namespace, options) -> int:
                     for lane in lanes for prompt in range(len(said))]
         replies += [LaneReply(engine, "bench", lane, run, prompt, said[prompt]) for run, prompt, lane in order]
         watch = CpuWatch()
-        progress = Progress(len(order), planned, len(args.prompt))
+        phases = ", ".join(f"{step} {seconds:.1f} s" for step, seconds in engine.load_phases)
+        loaded = f"engine loaded in {time.monotonic() - started:.1f} s ({phases or 'no phases reported'})"
+        progress = Progress(len(order), planned, len(args.prompt), started, loaded)
         enough = enough_runs(lanes, loops) if args.runs == "auto" else lambda results: False
         results = run_lanes(replies, cancel, progress.frame, enough)
         busy = watch.result()
