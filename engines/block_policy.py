@@ -8,7 +8,8 @@ costs on this machine and model, the expected speed-up over plain decoding at bl
 
 and the policy runs the k in ``BLOCKS`` with the largest S, deciding again every ``DECIDE_EVERY`` rounds (a new
 block must promise ``SWITCH_GAIN`` times the running one's S), or plain steps (block 1: drafting off) while the
-best S is below 1, trying drafting again now and then: after ``RETRY_FIRST`` plain steps, then twice as many
+best S is below 1, trying drafting again now and then (drafting that runs goes off only below ``OFF_BELOW``: near
+1 the estimate is noise, and going off by mistake costs far more than drafting on at S ≈ 1): after ``RETRY_FIRST`` plain steps, then twice as many
 after each try that did not pay, up to ``RETRY_MOST`` (a try that pays sets the wait back to ``RETRY_FIRST``); a
 try runs ``PROBE_ROUNDS`` rounds at the block the model rates best among those that would pay were every draft
 kept (none: no try, and the wait doubles), then decides again.
@@ -43,6 +44,7 @@ PRIOR_SLOPE = 0.25  # an unpriced round's extra cost per block position, in plai
 FADE = 0.98  # per round: about the last 50 rounds count
 DECIDE_EVERY = 4  # rounds between decisions while drafting
 SWITCH_GAIN = 1.03  # a block replaces the running one only when it promises this much more
+OFF_BELOW = 0.95  # drafting that runs stops only when the best S is below this (off, it restarts at S ≥ 1)
 TIME_SAMPLES = 16
 MIN_SAMPLES = 3  # a block's own times are used from this many on
 PLAIN_PROBE = 4  # plain steps run first when no plain step has been timed (the first is not counted)
@@ -230,13 +232,14 @@ class BlockPolicy:
             return None
         return self.learned.tokens_per_round(block) * plain / round_s
 
-    def _best(self) -> int | None:
-        """The block with the largest S when drafting pays (S ≥ 1), else None."""
+    def _best(self, running: bool = False) -> int | None:
+        """The block with the largest S when drafting pays (S ≥ 1; ``running``: drafting runs, S ≥ OFF_BELOW),
+        else None."""
         rated = [(s, k) for k in BLOCKS if (s := self.speedup(k)) is not None]
         if not rated:
             return None
         speedup, block = max(rated, key=lambda item: (item[0], -item[1]))
-        return block if speedup >= 1.0 else None
+        return block if speedup >= (OFF_BELOW if running else 1.0) else None
 
     def observe(self, block: int, accepted: int | None = None, seconds: float | None = None) -> None:
         """A round at ``block`` kept ``accepted`` drafts (None: a plain step) in ``seconds`` (None: not timed).
@@ -279,7 +282,7 @@ class BlockPolicy:
         if self._since_decided < DECIDE_EVERY:
             return
         self._since_decided = 0
-        best = self._best()
+        best = self._best(running=True)
         if best is None:
             self._set(self._start_off())
             return

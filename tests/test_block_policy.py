@@ -191,3 +191,25 @@ def test_a_neighbouring_block_rated_close_is_measured_rather_than_priced():
         policy.observe(block, accepted if block > 1 else None, seconds(block))
     assert best >= 5 and blocks[-1] >= best - 1, (best, blocks[-20:])
     assert policy.times.measured(best) is not None
+
+
+@pytest.mark.parametrize("kept_of_nine,stays_on", [(2, True), (1, False)])
+def test_drafting_that_runs_goes_off_only_clearly_below_break_even(kept_of_nine, stays_on):
+    """Only block 2 could pay (deeper verifies are dear). Keeping 2 drafts in 9 rates it S ≈ 0.97: within the
+    noise of break-even, so drafting stays on; keeping 1 in 9 (S ≈ 0.88) turns it off."""
+    costs = StepCosts(plain=1.0, draft=0.12, verify={2: 1.14, 3: 3.0, 8: 8.0})
+    memory = Memory(costs)
+    learned = memory.policy("chat").learned
+    for i in range(20):  # an earlier reply kept half its drafts: this one starts drafting at block 2
+        learned.observe(i % 2, 1)
+    policy = memory.policy("chat")
+    assert policy.block() == 2
+    blocks = []
+    for i in range(180):
+        block = policy.block()
+        blocks.append(block)
+        if block == 1:
+            policy.observe(1)
+        else:
+            policy.observe(block, 1 if i % 9 < kept_of_nine else 0)
+    assert (1 not in blocks) is stays_on, blocks
