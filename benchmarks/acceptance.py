@@ -3,6 +3,10 @@ by depth, the tokens a round yields, the speed-up over drafter off (median of pe
 interleaved) and the ideal speed-up from this machine's measured step costs.
 
     python -m benchmarks.acceptance RIG [--blocks 1,2,3,4,5,6,auto] [--runs 5] [--tokens 256] [--reps 30]
+                                        [--chart PATH.png]
+
+``--chart`` adds this rig's rows to the chart's record (PATH.json) and redraws the curve from every rig in it
+(benchmarks/chart.py).
 
 RIG is a rig of chosen acceptance (``python -m demo_model.rig RIG --acceptance P``) or any checkpoint with an MTP
 head. The ideal is what the loop would reach if a round cost only its parts and a rejected draft cost nothing:
@@ -21,9 +25,12 @@ blocks it ran (rounds per block, 1 = plain steps) and its median speed-up over t
 from __future__ import annotations
 
 import argparse
+import datetime
+import shlex
 import statistics
 import sys
 import time
+from pathlib import Path
 
 from benchmarks.rounds import PROMPT, step_costs
 
@@ -39,6 +46,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--reps", type=int, default=30, help="repetitions of each step timing")
+    parser.add_argument("--chart", type=Path, help="a PNG of speed-up against acceptance, redrawn with this rig")
     args = parser.parse_args()
     from webapp.blas import blas_in_use, ensure_fast_blas
     from webapp.precision import keep_float32_exact
@@ -113,6 +121,8 @@ def main() -> None:
             if block != 1:
                 rounds[block] += seen[1:-1]  # the first and last rounds hold the prefill's and the cut's time
 
+    charted: dict[str, dict] = {}
+    first_depth: list[float] = []
     print(f"\nblock 1 (drafter off): {spread(rates[1], 1)} tok/s")
     print("block | acceptance by depth | tokens per round | speed-up | ideal | measured ÷ ideal | rejection, draft steps")
     for block in drafting:
@@ -127,6 +137,9 @@ def main() -> None:
                 if rejected and whole else "-")
         print(f"{block} | {depth} | {per_round:.2f} | {spread(speedups)}× | {ideal:.2f}× | "
               f"{statistics.median(speedups) / ideal:.2f} | {cost}")
+        charted[str(block)] = {"median": statistics.median(speedups), "min": min(speedups), "max": max(speedups),
+                               "ideal": ideal}
+        first_depth += [1.0 if a else 0.0 for a, _, _ in kept]
     if AUTO in blocks:
         runs = histories[-args.runs:]  # the measured runs, not the rehearsal
         ran = {k: sum(h.get(k, 0) for h in runs) for k in sorted({k for h in runs for k in h}, key=int)}
@@ -139,6 +152,18 @@ def main() -> None:
         against = f"; ÷ the best fixed block ({best}): {statistics.median(speedups) / fixed[best]:.2f}" if best else ""
         print(f"{block_label(AUTO, ran)} | {depth} | {per_round} | {spread(speedups)}× | - | - | - "
               f"(rounds per block over the runs: {ran}{against})")
+        charted[AUTO] = {"median": statistics.median(speedups), "min": min(speedups), "max": max(speedups)}
+    if args.chart and first_depth:
+        from benchmarks.chart import add_run, draw
+
+        today = datetime.date.today().isoformat()
+        runs = add_run(args.chart, {"model": args.model, "acceptance": statistics.mean(first_depth),
+                                    "blocks": charted, "date": today})
+        host = machine()
+        where = host.get("accelerator") or f"{host['cpu']}, {host['cores']} cores"
+        draw(args.chart, runs, f"specchat's own loop: speed-up against acceptance · {where} · {today}",
+             "python -m benchmarks.acceptance " + shlex.join(sys.argv[1:]))
+        print(f"chart: {args.chart} ({len(runs)} rigs)")
 
 
 if __name__ == "__main__":
