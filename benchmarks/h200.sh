@@ -133,14 +133,14 @@ images() {  # Pillow and the image processor come from the machine's own Python,
     timeout 500 "$PY" -m benchmarks.images --model "$r" --runs "$RUNS" --tokens "$TOKENS" 2>&1
 }
 
-curve() {  # each rig is removed after its run: one 4.1B checkpoint is 8 GB
+curve() {  # CHART=PATH.png: the curve redrawn with each rig; each rig is removed after its run (8 GB)
     local p r
     for p in "$@"; do
-        r="$STORE/rigs/p$p"
-        "$PY" -m demo_model.rig "$r" --size 4b --acceptance "$p" 2>&1 | tail -2 || return 1
-        timeout 400 "$PY" -m benchmarks.acceptance "$r" --blocks 1,2,3,4,5,6,auto --runs "$RUNS" --tokens "$TOKENS" \
-            2>&1 | grep -v '^\['
-        rm -rf "$r"
+        r="rigs/p$p"  # relative to $STORE: the chart's record names rigs, not this machine's folders
+        (cd "$STORE" && "$PY" -m demo_model.rig "$r" --size "${SIZE:-4b}" --acceptance "$p" 2>&1 | tail -2) || return 1
+        (cd "$STORE" && timeout 400 "$PY" -m benchmarks.acceptance "$r" --blocks 1,2,3,4,5,6,auto --runs "$RUNS" \
+            --tokens "$TOKENS" ${CHART:+--chart "$CHART"} 2>&1 | grep -v '^\[')
+        rm -rf "${STORE:?}/$r"
     done
 }
 
