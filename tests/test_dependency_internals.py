@@ -137,3 +137,24 @@ def test_mlx_vlm_has_what_images_use(vision_model):
                                   pixel_values=mx.array(out["pixel_values"]), image_grid_thw=grid,
                                   cached_image_features=features))
     assert chunks[-1].finish_reason is not None
+
+
+def test_mlx_vlm_has_what_tool_calls_use():
+    """engines/mlx/tool_markup.py: mlx-vlm's registry names the parser for a Qwen 3.5 chat template from the
+    processor's tokenizer, and that parser has the markers and ``parse_tool_call``, which types values by the schema."""
+    from types import SimpleNamespace
+
+    from mlx_vlm.tools import _infer_tool_parser_from_processor, load_tool_module
+
+    template = "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}"
+    name = _infer_tool_parser_from_processor(SimpleNamespace(tokenizer=SimpleNamespace(chat_template=template)))
+    assert name == "qwen3_coder", f"mlx-vlm now reads Qwen 3.5's tool calls with {name!r}"
+    parser = load_tool_module(name)
+    assert (parser.tool_call_start, parser.tool_call_end) == ("<tool_call>", "</tool_call>")
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}}}]
+    parsed = parser.parse_tool_call("<function=add>\n<parameter=a>\n4\n</parameter>\n<parameter=b>\n4\n</parameter>\n"
+                                    "</function>", tools)
+    assert parsed == {"name": "add", "arguments": {"a": 4, "b": "4"}}
+    with pytest.raises(ValueError):
+        parser.parse_tool_call('{"name": "add"}', tools)

@@ -18,6 +18,7 @@ class ConversationCache:
     images: tuple[str, ...] = ()  # the content (sha256) of the images whose placeholders ``ids`` hold, in order
     messages: int = 0  # messages (user + assistant) the ids cover
     closed: bool = True  # the ids end with an end-of-turn token
+    tools: tuple[dict, ...] = ()  # the tools the ids offer the model (a change of them renders afresh)
 
     def nbytes(self) -> int:
         cache = getattr(self.state, "cache", None) or []

@@ -25,6 +25,7 @@ from .own_loop import OwnLoop, PrefixSnapshot
 from . import qwen35
 from .prompts import PromptBuilder, copy_tokenizer
 from .qwen35 import exact_cache_entries
+from .tool_markup import CallReader, ToolMarkup, tool_markup
 from .verify_cost import quantized_verify
 from .vlm_loop import VlmLoop
 
@@ -57,6 +58,8 @@ class MlxEngine(Engine):
         self._loop_note: str | None = None  # the own loop could not run on this mlx-vlm: why, for the presenter
         self._verify_ratio: float | None = None  # quantized body on a CPU: a 4-row product / a 1-row one
         self._vision_note: str | None = None  # why the loaded model cannot see; None when it can
+        self._markup: ToolMarkup | None = None  # the model's tool-call format; None when it calls no tools
+        self._tools_note: str | None = None  # why it calls no tools
         self._apc = None
         self._apc_entries: int | None = None
         self._primed_system: str | None = None
@@ -89,6 +92,7 @@ class MlxEngine(Engine):
             quantized_verify_ratio=self._verify_ratio if loaded else None,
             vision=loaded is not None and self._vision_note is None,
             vision_note=self._vision_note if loaded else None,
+            tools=loaded is not None and self._markup is not None,
         )
 
     def load(self, options: GenerationOptions) -> None:
@@ -110,6 +114,7 @@ class MlxEngine(Engine):
             note = vision_note(loaded)
             prompts = PromptBuilder(loaded, vision=note is None)
             sizing = PromptBuilder(copy_tokenizer(loaded), vision=note is None)
+            markup, tools_note = tool_markup(loaded, prompts)
             self._examples = read_examples(loaded.path)
             decoder, stop_ids, no_own_loop, loop_note = own_decoder(loaded, prompts, self.kernels)
             if loop_note:
@@ -125,6 +130,7 @@ class MlxEngine(Engine):
                 self._loop_note = " ".join(note for note in (loop_note, verify_note) if note) or None
                 self._verify_ratio = ratio
                 self._vision_note = note
+                self._markup, self._tools_note = markup, tools_note
             self._set_state("loading", "warming up", 0.8)
             self._prepare(options)
             self._set_state("ready", "")
@@ -196,6 +202,8 @@ class MlxEngine(Engine):
         status = self._status
         if self._loaded is None or status.state != "ready":
             raise EngineNotReady(f"The model is not ready ({status.state}: {status.message}). Wait for it to load.")
+        if turn.tools and self._markup is None:
+            raise EngineError(self._tools_note, code="no_tools")
         super()._check_startable(turn)  # a turn with images on a model that cannot see
 
     def _stream(self, turn: Turn) -> Iterator[Event]:
@@ -222,14 +230,15 @@ class MlxEngine(Engine):
             self._check_context(len(input_ids))
             loop = self._loop(turn)
             images = self._turn_images(turn)
-            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, loop, images)
+            calls = CallReader(self._markup, entry.tools) if entry.tools else None
+            generation = TurnGeneration(self._loaded, self._prompts, entry, turn, emit, loop, images, calls)
             done = generation.run(input_ids)
             entry.images = images.shas
             if generation.cache_stale:
                 self._conversations.drop(cid)  # the library's cache moved past the stored ids
             else:
                 entry.messages = len(turn.messages) + (0 if turn.continued else 1)
-                entry.closed = done.finish_reason == "stop"
+                entry.closed = done.finish_reason in ("stop", "tool_calls")  # both end at the model's stop token
                 self._conversations.put(cid, entry)
         except EngineError as exc:
             done = Done("error", error_code=exc.code, error_message=exc.message)
@@ -323,33 +332,50 @@ class MlxEngine(Engine):
         return TurnImages(images, tuple(prompts.images.token_count(image) for image in images), prompts.image_token,
                           prompts.images)
 
+    @staticmethod
+    def _offered(turn: Turn) -> tuple[dict, ...]:
+        """The tools ``turn``'s prompt offers: none for ``tool_choice`` "none", the one it names, else all."""
+        choice = turn.tool_choice
+        if choice == "none":
+            return ()
+        if isinstance(choice, dict):
+            name = (choice.get("function") or {}).get("name")
+            return tuple(tool for tool in turn.tools if tool.get("function", {}).get("name") == name)
+        return tuple(turn.tools)
+
     def _turn_input(self, turn: Turn) -> tuple[ConversationCache, list[int]]:
-        """The conversation's cache entry and the prompt's ids: the cached ids extended by the new turn when
-        the entry holds this conversation's earlier messages, their images by content too, else a fresh
-        render (with a new entry)."""
+        """The conversation's cache entry and the prompt's ids: the cached ids extended by the new turn (or by
+        the results of the reply's calls) when the entry holds this conversation's earlier messages, their
+        images by content and the same tools too, else a fresh render (with a new entry)."""
         from mlx_vlm.generate import PromptCacheState
 
-        options, messages = turn.options, turn.messages
+        options, messages, tools = turn.options, turn.messages, self._offered(turn)
         thinking = options.reasoning_budget > 0
         entry = self._conversations.get(turn.conversation_id)
-        usable = entry is not None and entry.system_prompt == options.system_prompt and entry.ids
+        usable = (entry is not None and entry.system_prompt == options.system_prompt and entry.ids
+                  and entry.tools == tools)
         if usable:  # images of one size are the same ids: the entry must hold these very images
             seen = messages if turn.continued else messages[:-1]
             usable = entry.images == shas(self._prompts.images_of(seen))
         if turn.continued:
             if usable and entry.messages == len(messages) and not entry.closed:
                 return entry, entry.ids  # the reply's own tokens, not a re-encoding of its text
-            entry = ConversationCache(options.system_prompt, PromptCacheState())
-            return entry, self._prompts.continuation_ids(options.system_prompt, messages, thinking)
-        if usable and entry.messages == len(messages) - 1:
+            entry = ConversationCache(options.system_prompt, PromptCacheState(), tools=tools)
+            return entry, self._prompts.continuation_ids(options.system_prompt, messages, thinking, tools)
+        results = tool_results(messages)
+        ids = None
+        if usable and results and entry.messages == len(messages) - results:
+            ids = self._prompts.tool_result_ids(entry.ids, entry.closed, options.system_prompt, messages, results,
+                                                thinking, tools)
+        elif usable and not results and entry.messages == len(messages) - 1:
             ids = self._prompts.next_turn_ids(entry.ids, entry.closed, messages[-1].content, thinking,
                                               self._prompts.images_of(messages[-1:]))
-            limit = self._context_limit()
-            if limit is None or len(ids) < limit:
-                return entry, ids
-            # The cached ids keep past reasoning, which a fresh render leaves out: that may still fit.
-        entry = ConversationCache(options.system_prompt, PromptCacheState())
-        return entry, self._prompts.conversation_ids(options.system_prompt, messages, thinking)
+        limit = self._context_limit()
+        if ids is not None and (limit is None or len(ids) < limit):
+            return entry, ids
+        # The cached ids keep past reasoning, which a fresh render leaves out: that may still fit.
+        entry = ConversationCache(options.system_prompt, PromptCacheState(), tools=tools)
+        return entry, self._prompts.conversation_ids(options.system_prompt, messages, thinking, tools)
 
     def reset_cache(self, deep: bool = False) -> dict:
         if self.busy:
@@ -393,6 +419,14 @@ class MlxEngine(Engine):
             self._loaded = self._prompts = self._sizing = self._decoder = None
         mx.clear_cache()  # the thread and its streams stay for the next engine (model_thread.py)
         self._set_state("error", "unloaded")
+
+
+def tool_results(messages: list[Message]) -> int:
+    """How many tool results end ``messages`` (the next step of a reply that made calls; 0 for a new turn)."""
+    count = 0
+    while count < len(messages) and messages[-1 - count].role == "tool":
+        count += 1
+    return count
 
 
 def own_decoder(loaded: LoadedModel, prompts: PromptBuilder | None = None, kernels: KernelChoice = KernelChoice()):

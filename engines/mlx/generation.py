@@ -7,7 +7,10 @@ the budget holds with a drafter too.
 
 The phases run on a decode loop (``OwnLoop``, specchat's compiled draft/verify
 loop, or ``VlmLoop``, mlx-vlm's ``stream_generate``); this class owns what
-both share: splitting thinking from answer, batching deltas, the numbers.
+both share: splitting thinking from answer, reading tool calls (``call_token``), batching deltas, the numbers.
+A call's markup is never text: each call goes out as a ``ToolCall`` when it ends, a call opened while thinking
+ends the thinking there (calls come after it, as the chat template writes them), and a reply that made calls
+ends with ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ from .conversations import ConversationCache
 from .images import TurnImages
 from .loading import LoadedModel
 from .prompts import PromptBuilder
+from .tool_markup import CallReader
+
+TOOL_STATS = ("tool_drafted", "tool_accepted", "tool_acceptance")
 
 
 class TurnGeneration:
@@ -35,6 +41,7 @@ class TurnGeneration:
         emit: Callable[[Event], None],
         loop,
         images: TurnImages,
+        calls: CallReader | None = None,
     ):
         self.loaded = loaded
         self.prompts = prompts
@@ -45,6 +52,7 @@ class TurnGeneration:
         self.deltas = DeltaBatch(emit)
         self.loop = loop
         self.images = images  # the images the prompt holds, in order
+        self.calls = calls  # reads the model's tool calls when the prompt offers tools
         self.thinking = self.options.reasoning_budget > 0  # this reply starts in its thinking phase
         self.budget = self.options.reasoning_budget
         if turn.continued:  # an unfinished reply goes on where it stopped, its thinking counted
@@ -57,6 +65,7 @@ class TurnGeneration:
         self.meter.image_tokens = images.tokens
         self.speculative = self.options.speculative and loaded.drafter is not None
         self.rounds: list[tuple[int, int]] = []  # (accepted, drafted) per verify round, all phases
+        self.tool_rounds: list[tuple[int, int]] = []  # the rounds among them that made tool-call markup
         self._held_rounds: tuple[int, ...] = ()  # rounds whose text the splitter still holds
         self.first_phase = True
         self.budget_bound = "none"  # "cut": thinking was still open at the budget and was closed here
@@ -78,8 +87,22 @@ class TurnGeneration:
                     finish = self._continue_after_budget()
         finally:
             self.flush()  # text already generated reaches the user even if generation failed
+        if self.calls is not None and finish == "stop":
+            if self.calls.inside:
+                self.emit(self.calls.cut_off())
+            if self.calls.made:
+                finish = "tool_calls"
         self.read_rounds()
-        return Done(finish, {**self.meter.snapshot(), "budget_bound": self.budget_bound})
+        return Done(finish, {**self.meter.snapshot(), "budget_bound": self.budget_bound, **self._tool_stats()})
+
+    def _tool_stats(self) -> dict:
+        """The drafts proposed and kept in rounds that made tool-call markup; null where the loop does not say
+        which tokens each round made (mlx-vlm's) or nothing drafts."""
+        if self.calls is None or not (self.speculative and self.loop.rounds_by_token):
+            return dict.fromkeys(TOOL_STATS)
+        drafted = sum(d for _, d in self.tool_rounds)
+        accepted = sum(a for a, _ in self.tool_rounds)
+        return dict(zip(TOOL_STATS, (drafted, accepted, round(accepted / drafted, 4) if drafted else None)))
 
     def _continue_after_budget(self) -> str:
         ids = self.conversation.ids
@@ -105,6 +128,26 @@ class TurnGeneration:
         for i, event in enumerate(events):
             spans = ((0, len(event.text)),) if drafted else ()
             self.deltas.add(type(event)(event.text, rounds if i == len(events) - 1 else (), spans))
+
+    def call_token(self, token: int, detokenizer) -> bool:
+        """Whether ``token`` is tool-call markup, which is read here and never becomes text. The text before a
+        call goes out first, as what it is (thinking or answer), and a call ends the thinking."""
+        calls = self.calls
+        if calls is None or not calls.is_markup(token):
+            return False
+        if not calls.inside:
+            detokenizer.finalize()  # releases what the detokenizer holds back; it takes tokens after, as before
+            self.deliver(detokenizer.last_segment)
+            if self.splitter.thinking:
+                self.flush()
+                self.splitter.thinking = False
+                self.splitter.after_thinking()
+                self.meter.end_thinking()
+        made = calls.read(token)
+        if made is not None:
+            self.flush()  # the text before the call reaches the tab before it
+            self.emit(made)
+        return True
 
     @property
     def answer_full(self) -> bool:

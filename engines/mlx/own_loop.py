@@ -31,6 +31,7 @@ class PrefixSnapshot:
 class OwnLoop:
     name = "specchat"
     reason = None  # the default loop needs no reason
+    rounds_by_token = True  # each round's tokens are known (which rounds made tool-call markup)
 
     def __init__(self, decoder: Decoder, stop_ids: set[int], prefix: PrefixSnapshot | None = None, policy=None):
         """``policy``: the reply's ``BlockPolicy`` when its block is "auto" (its phases share it)."""
@@ -88,20 +89,30 @@ class OwnLoop:
         if step.block is not None:
             gen.meter.ran_block(step.block, auto=self.policy is not None and gen.speculative)
         round_info = () if step.accepted is None else (step.accepted,)
+        ended, markup = None, False
         for i, (token, drafted) in enumerate(zip(step.tokens, step.drafted)):
             generated.append(token)
             if token in self.stop_ids:
                 gen.deliver("", rounds=round_info)
-                return "stop"
+                ended = "stop"
+                break
             thinking = gen.splitter.thinking
-            detokenizer.add_token(token)
-            gen.deliver(detokenizer.last_segment, drafted, round_info if i == len(step.tokens) - 1 else ())
+            last = round_info if i == len(step.tokens) - 1 else ()
+            if gen.call_token(token, detokenizer):
+                markup, thinking = True, False  # a call's tokens are answer tokens: a call ends the thinking
+                gen.deliver("", rounds=last)
+            else:
+                detokenizer.add_token(token)
+                gen.deliver(detokenizer.last_segment, drafted, last)
             gen.counted(thinking)
             if gen.answer_full:
                 if i < len(step.tokens) - 1:  # the cache holds tokens past the cut: start afresh next turn
                     gen.conversation.decode = None
-                return "length"
-        return None
+                ended = "length"
+                break
+        if markup and step.accepted is not None:
+            gen.tool_rounds.append((step.accepted, step.proposed))
+        return ended
 
     def live_rounds(self, gen) -> list[tuple[int, int]]:
         return []  # each round is added to ``gen.rounds`` as it ends

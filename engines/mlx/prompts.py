@@ -12,6 +12,7 @@ import copy
 from dataclasses import replace
 
 from ..base import Image, Message
+from ..tool_calls import openai_tool_calls
 from .images import ImageProcessing, expand_placeholders, prompt_images
 from .loading import LoadedModel
 
@@ -37,14 +38,17 @@ class PromptBuilder:
         self.think_close_ids = self.encode(THINK_CLOSE)
         # What the template writes between one turn's end token and the next turn.
         sample = self.render([Message("user", "x"), Message("assistant", "y")], generation_prompt=False)
-        self.separator_ids = self.encode(sample.rsplit(self.eos_text, 1)[1])
+        self.separator_text = sample.rsplit(self.eos_text, 1)[1]
+        self.separator_ids = self.encode(self.separator_text)
         self.images = ImageProcessing(loaded.processor)
         self.image_token = loaded.config.get("image_token_id")
 
     def encode(self, text: str) -> list[int]:
         return list(self._loaded.tokenizer.encode(text, add_special_tokens=False))
 
-    def render(self, messages: list[Message], *, thinking: bool = False, generation_prompt: bool = True) -> str:
+    def render(self, messages: list[Message], *, thinking: bool = False, generation_prompt: bool = True,
+               tools: tuple[dict, ...] = ()) -> str:
+        """``messages`` as the model's chat template writes them, with ``tools`` (OpenAI function schemas) offered."""
         from mlx_vlm.prompt_utils import apply_chat_template
 
         payload = []
@@ -54,7 +58,12 @@ class PromptBuilder:
                 item["content"] = [*({"type": "image"} for _ in m.images), {"type": "text", "text": m.content}]
             if m.reasoning:
                 item["reasoning_content"] = m.reasoning
+            if m.tool_calls:
+                item["tool_calls"] = openai_tool_calls(m.tool_calls)
+            if m.role == "tool":
+                item["tool_call_id"] = m.tool_call_id
             payload.append(item)
+        extra = {"tools": list(tools)} if tools else {}
         return apply_chat_template(
             self._loaded.processor,
             self._loaded.config,
@@ -62,6 +71,7 @@ class PromptBuilder:
             add_generation_prompt=generation_prompt,
             enable_thinking=thinking,
             num_images=len(self.images_of(messages)),
+            **extra,
         )
 
     def images_of(self, messages: list[Message]) -> tuple[Image, ...]:
@@ -76,14 +86,17 @@ class PromptBuilder:
             return ids
         return expand_placeholders(ids, self.image_token, [self.images.token_count(image) for image in images])
 
-    def conversation_ids(self, system_prompt: str, messages: list[Message], thinking: bool) -> list[int]:
+    def conversation_ids(self, system_prompt: str, messages: list[Message], thinking: bool,
+                         tools: tuple[dict, ...] = ()) -> list[int]:
         """The whole conversation rendered by the model's own chat template."""
         head = [Message("system", system_prompt)] if system_prompt else []
-        return self.encode_with_images(self.render(head + list(messages), thinking=thinking), list(messages))
+        text = self.render(head + list(messages), thinking=thinking, tools=tools)
+        return self.encode_with_images(text, list(messages))
 
-    def continuation_ids(self, system_prompt: str, messages: list[Message], thinking: bool) -> list[int]:
+    def continuation_ids(self, system_prompt: str, messages: list[Message], thinking: bool,
+                         tools: tuple[dict, ...] = ()) -> list[int]:
         """The conversation up to an unfinished reply (the last message), and the reply so far."""
-        head = self.conversation_ids(system_prompt, messages[:-1], thinking)
+        head = self.conversation_ids(system_prompt, messages[:-1], thinking, tools)
         said = messages[-1]
         text = said.content
         if thinking:  # the template opened the thinking block; the reply's own close follows it
@@ -98,6 +111,19 @@ class PromptBuilder:
         message = Message("user", user_text, images=images)
         turn = self.encode_with_images(self.render([message], thinking=thinking), [message])
         return previous + ([] if closed else [self.eos_id]) + self.separator_ids + turn
+
+    def tool_result_ids(self, previous: list[int], closed: bool, system_prompt: str, messages: list[Message],
+                        results: int, thinking: bool, tools: tuple[dict, ...]) -> list[int] | None:
+        """``previous`` (the ids the model has seen, its calls included) extended by the last ``results`` messages
+        (tool results) and the next generation prompt, as the template writes them after the calls: the text a
+        render of the whole conversation adds to a render that ends with the calls. None when the template
+        writes the calls differently once results follow them (then the conversation is rendered afresh)."""
+        head = [Message("system", system_prompt)] if system_prompt else []
+        said = self.render(head + messages[:-results], thinking=thinking, generation_prompt=False, tools=tools)
+        whole = self.render(head + messages, thinking=thinking, tools=tools)
+        if not (whole.startswith(said) and said.endswith(self.eos_text + self.separator_text)):
+            return None
+        return previous + ([] if closed else [self.eos_id]) + self.separator_ids + self.encode(whole[len(said):])
 
     def system_prefix_ids(self, system_prompt: str) -> list[int]:
         """The system block plus the next turn's start: a prefix of every first turn."""

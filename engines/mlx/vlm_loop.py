@@ -15,6 +15,7 @@ from .qwen35 import cached_ids, cached_positions, drafter_rounds, keep_cached_id
 
 class VlmLoop:
     name = "mlx-vlm"
+    rounds_by_token = False  # the drafter's rounds are read after a phase, not per token
 
     def __init__(self, apc_manager=None, reason: str | None = None):
         self.apc_manager = apc_manager
@@ -72,8 +73,11 @@ class VlmLoop:
                 if not gen.speculative and chunk.generation_tokens > 1:  # a plain step after the phase's first token
                     gen.meter.ran_block(1)
                 thinking = gen.splitter.thinking
-                detokenizer.add_token(chunk.token)
-                gen.deliver(detokenizer.last_segment)
+                if gen.call_token(chunk.token, detokenizer):
+                    thinking = False  # a call's tokens are answer tokens: a call ends the thinking
+                else:
+                    detokenizer.add_token(chunk.token)
+                    gen.deliver(detokenizer.last_segment)
                 gen.counted(thinking)
                 if gen.answer_full and chunk.generation_tokens < max_tokens:
                     # Cut inside the library's run, whose cache then moves past the stored ids. At its own

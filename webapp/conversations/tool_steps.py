@@ -23,7 +23,8 @@ from .store import new_id
 log = logging.getLogger(__name__)
 DECISIONS = ("once", "always", "deny")
 BUSY_POLL_S = 0.05  # how often a step waits for the engine that another caller took between two steps
-SUMMED = ("tokens", "thinking_tokens", "answer_tokens", "drafted", "accepted", "rounds", "thinking_ms")
+SUMMED = ("tokens", "thinking_tokens", "answer_tokens", "drafted", "accepted", "rounds", "thinking_ms", "tool_drafted",
+          "tool_accepted")
 FUNCTION_NAME_LIMIT = 64  # what OpenAI-style function names may hold
 
 
@@ -230,12 +231,15 @@ class ToolSteps:
 
     def _final(self, totals: dict, last: dict) -> dict:
         """The reply's numbers: counts summed over its steps, rates and times of the last step, the first's time
-        to first token, and what its calls took."""
+        to first token, and what its calls took; ``tool_acceptance`` where the engine counts the drafts in its
+        calls (``tool_drafted``, ``tool_accepted``), else null."""
         stats = {**last, **totals} if totals else dict(last)
         drafted, accepted = stats.get("drafted"), stats.get("accepted")
         if drafted:
             stats["acceptance"] = round((accepted or 0) / drafted, 4)
-        stats.update(tool_calls=len(self.calls), tool_ms=round(self._tool_ms, 1), tool_acceptance=None)
+        in_calls = stats.get("tool_drafted")
+        stats.update(tool_calls=len(self.calls), tool_ms=round(self._tool_ms, 1),
+                     tool_acceptance=round((stats.get("tool_accepted") or 0) / in_calls, 4) if in_calls else None)
         return stats
 
 
