@@ -146,6 +146,9 @@ def drafter_kind_worded():
 def load_model(spec: str) -> LoadedModel:
     from mlx_vlm import load
 
+    from .compile_cache import keep_compiled_kernels
+
+    keep_compiled_kernels()
     path = resolve(spec)
     with normalised(path) as source:
         model, processor = load(str(source))[:2]
