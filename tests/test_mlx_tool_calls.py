@@ -7,6 +7,7 @@ The tools reach the model through the checkpoint's own chat template, the markup
 is a ``ToolCall``, drafting changes nothing but the speed and counts its acceptance inside calls apart, the step
 after a call prefills only the result, and Stop ends a reply inside a call at once."""
 
+import json
 import sys
 
 import pytest
@@ -213,6 +214,35 @@ def test_a_chat_calls_the_calculator_and_answers_from_its_result(tool_model, tmp
             reply_message = stored["messages"][-1]
             assert reply_message["content"] == "The answer is 5"
             assert reply_message["thinking"] == "Use the calculator.Got it."
+    finally:
+        server.stop()
+        server.engine.unload()
+
+
+def test_the_openai_api_returns_the_models_call_and_answers_from_the_clients_result(tool_model, tmp_path):
+    """A client of /v1 runs its own tools: specchat returns the model's call, and answers once given the result."""
+    import openai
+
+    calculator = next(tool for tool in BUILTIN if tool["function"]["name"] == "calculator")
+    server = LiveServer(MlxEngine(str(tool_model)), tmp_path / "data")
+    try:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0, timeout=120)
+        model = client.models.list().data[0].id
+        asked = [{"role": "user", "content": "What is 2+3?"}]
+        settings = dict(model=model, max_tokens=64, temperature=0, tools=[calculator],
+                        extra_body={"reasoning_budget": 64, "draft_block_size": 4})
+        first = client.chat.completions.create(messages=asked, **settings)
+        choice = first.choices[0]
+        assert choice.finish_reason == "tool_calls"
+        (call,) = choice.message.tool_calls
+        assert call.function.name == "calculator" and json.loads(call.function.arguments) == {"expression": "2+3"}
+        assert not [m for m in MARKUP if m in (choice.message.content or "")]
+        then = asked + [{"role": "assistant", "content": choice.message.content or "",
+                         "tool_calls": [call.model_dump()]},
+                        {"role": "tool", "tool_call_id": call.id, "content": "5"}]
+        second = client.chat.completions.create(messages=then, **settings)
+        assert second.choices[0].finish_reason == "stop"
+        assert second.choices[0].message.content == "The answer is 5"
     finally:
         server.stop()
         server.engine.unload()
