@@ -59,7 +59,7 @@ class Message:
     role: Literal["system", "user", "assistant", "tool"]
     content: str
     reasoning: str = ""
-    images: tuple[Image, ...] = ()  # a user message's images, in the order they were attached
+    images: tuple[Image, ...] = ()  # a user message's images in the order they were attached, or a tool's result's
     tool_calls: tuple[ToolCall, ...] = ()  # an assistant message's calls, in the order it made them
     tool_call_id: str = ""  # a tool message: the call whose result ``content`` is
 

@@ -34,7 +34,7 @@ from .sse import (IMAGES_HINT, Cancelled, EventStream, as_text, connect_error, e
                   open_event_stream, send_cancellable)
 from .stats import StatsMeter
 from .thinking import ThinkSplitter
-from .tool_calls import ToolCallAssembler, openai_tool_calls
+from .tool_calls import ToolCallAssembler, images_after_tools, openai_tool_calls
 
 log = logging.getLogger(__name__)
 DEFAULT_STALL_S = 60.0  # longer than any keep-alive interval in use (MTPLX 5 s, llama.cpp 30 s)
@@ -59,7 +59,8 @@ CONFLICT_RETRIES = 30
 def message_body(message: Message) -> dict:
     """A message as the server takes it: its text as a string, or with images, a text part then one
     ``image_url`` part (a data URL) per image, in the order they were attached; an assistant's calls as
-    ``tool_calls``, and a tool's result with the call it answers."""
+    ``tool_calls``, and a tool's result with the call it answers (its text only: the API takes no images in a
+    tool message, ``images_after_tools`` sends them in a user message after it)."""
     if message.role == "tool":
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     if message.tool_calls:
@@ -429,7 +430,7 @@ class OpenAICompatEngine(Engine):
     def payload(self, turn: Turn) -> dict:
         options = turn.options
         thinking = options.reasoning_budget > 0
-        messages = [message_body(m) for m in turn.messages]
+        messages = [message_body(m) for m in images_after_tools(turn.messages)]
         if options.system_prompt.strip() and not any(m.role == "system" for m in turn.messages):
             messages.insert(0, {"role": "system", "content": options.system_prompt})
         body = {

@@ -8,13 +8,16 @@ which the model is told, so a malformed call never ends the reply.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 
+from .base import Message
 from .events import ToolCall
 
 ERROR_TEXT_LIMIT = 200  # characters of unreadable arguments quoted back to the model
+# What the user message that carries a tool's images says (``images_after_tools``).
+TOOL_IMAGES = "The tool returned these images:"
 
 
 @dataclass
@@ -91,3 +94,22 @@ def openai_tool_calls(calls) -> list[dict]:
     """``calls`` as an assistant message's ``tool_calls`` (arguments as a JSON string, as the API has them)."""
     return [{"id": c.call, "type": "function",
              "function": {"name": c.name, "arguments": orjson.dumps(c.arguments).decode()}} for c in calls]
+
+
+def images_after_tools(messages: list[Message]) -> list[Message]:
+    """``messages`` with the images of each run of tool messages moved into a user message right after the run.
+    OpenAI's API takes only text in a tool message, and some chat templates write only a tool message's text:
+    this way the model still gets the images, in the order the results gave them."""
+    out: list[Message] = []
+    held: list = []
+    for message in messages:
+        if held and message.role != "tool":
+            out.append(Message("user", TOOL_IMAGES, images=tuple(held)))
+            held = []
+        if message.role == "tool" and message.images:
+            held.extend(message.images)
+            message = replace(message, images=())
+        out.append(message)
+    if held:
+        out.append(Message("user", TOOL_IMAGES, images=tuple(held)))
+    return out

@@ -1,5 +1,6 @@
-"""Images on the daemon engines: ``image_url`` parts with data URLs, what a server's /v1/models says about vision,
-a server that refuses images, and MTPLX with and without a vision tower (the fake daemon)."""
+"""Images on the daemon engines: ``image_url`` parts with data URLs (a tool's images in a user message after its
+result), what a server's /v1/models says about vision, a server that refuses images, and MTPLX with and without a
+vision tower (the fake daemon)."""
 
 import base64
 import hashlib
@@ -11,10 +12,11 @@ from http.server import BaseHTTPRequestHandler
 import pytest
 import requests
 
-from engines import Answer, EngineError, Image, Message, Turn
+from engines import Answer, EngineError, Image, Message, ToolCall, Turn
 from engines.mtplx import MtplxEngine
 from engines.openai_compat import OpenAICompatEngine
 from engines.sse import http_error
+from engines.tool_calls import TOOL_IMAGES
 from tests.support.engine_runs import OPTIONS, run, text
 from tests.support.fake_mtplx import FakeDaemon
 from tests.support.fault_peer import send_json
@@ -122,6 +124,26 @@ def test_an_image_without_text_is_sent_alone(scripted):
     run(engine, image_turn(Message("user", "", images=(RED,))))
     assert server.bodies[-1]["messages"][-1]["content"] == [{"type": "image_url",
                                                              "image_url": {"url": RED.data_url()}}]
+
+
+def test_a_tools_images_go_in_a_user_message_after_the_tool_messages(scripted):
+    """OpenAI's API takes only text in a tool message: the images follow the results, in their order."""
+    server, engine = scripted
+    calls = (ToolCall("c1", "camera"), ToolCall("c2", "clock"), ToolCall("c3", "camera"))
+    run(engine, image_turn(
+        Message("user", "What do the cameras see?"),
+        Message("assistant", "", tool_calls=calls),
+        Message("tool", "front door", images=(RED, BLUE), tool_call_id="c1"),
+        Message("tool", "noon", tool_call_id="c2"),
+        Message("tool", "", images=(BLUE,), tool_call_id="c3"),
+    ))
+    *_, said, first, second, third, shown = server.bodies[-1]["messages"]
+    assert [c["id"] for c in said["tool_calls"]] == ["c1", "c2", "c3"]
+    assert first == {"role": "tool", "tool_call_id": "c1", "content": "front door"}
+    assert second == {"role": "tool", "tool_call_id": "c2", "content": "noon"}
+    assert third == {"role": "tool", "tool_call_id": "c3", "content": ""}
+    assert shown["role"] == "user" and shown["content"][0] == {"type": "text", "text": TOOL_IMAGES}
+    assert [decoded(p["image_url"]["url"]) for p in shown["content"][1:]] == [RED.data, BLUE.data, BLUE.data]
 
 
 @pytest.mark.parametrize("scripted", [{"mode": "refuse"}], indirect=True)

@@ -354,15 +354,15 @@ class MlxEngine(Engine):
         entry = self._conversations.get(turn.conversation_id)
         usable = (entry is not None and entry.system_prompt == options.system_prompt and entry.ids
                   and entry.tools == tools)
+        results = tool_results(messages)
         if usable:  # images of one size are the same ids: the entry must hold these very images
-            seen = messages if turn.continued else messages[:-1]
+            seen = messages if turn.continued else messages[: len(messages) - max(results, 1)]
             usable = entry.images == shas(self._prompts.images_of(seen))
         if turn.continued:
             if usable and entry.messages == len(messages) and not entry.closed:
                 return entry, entry.ids  # the reply's own tokens, not a re-encoding of its text
             entry = ConversationCache(options.system_prompt, PromptCacheState(), tools=tools)
             return entry, self._prompts.continuation_ids(options.system_prompt, messages, thinking, tools)
-        results = tool_results(messages)
         ids = None
         if usable and results and entry.messages == len(messages) - results:
             ids = self._prompts.tool_result_ids(entry.ids, entry.closed, options.system_prompt, messages, results,

@@ -71,8 +71,8 @@ def pil_image(image: Image):
 
 
 def prompt_images(messages: Iterable[Message]) -> tuple[Image, ...]:
-    """Every image of ``messages``, in the order the prompt holds them."""
-    return tuple(image for m in messages if m.role == "user" for image in m.images)
+    """Every image of ``messages`` (the user's and tools' results'), in the order the prompt holds them."""
+    return tuple(image for m in messages if m.role in ("user", "tool") for image in m.images)
 
 
 def shas(images: Iterable[Image]) -> tuple[str, ...]:

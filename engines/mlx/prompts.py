@@ -12,7 +12,8 @@ import copy
 from dataclasses import replace
 
 from ..base import Image, Message
-from ..tool_calls import openai_tool_calls
+from ..events import ToolCall
+from ..tool_calls import images_after_tools, openai_tool_calls
 from .images import ImageProcessing, expand_placeholders, prompt_images
 from .loading import LoadedModel
 
@@ -36,12 +37,16 @@ class PromptBuilder:
         self.eos_text = tok.eos_token or "<|im_end|>"
         self.eos_id = tok.convert_tokens_to_ids(self.eos_text)
         self.think_close_ids = self.encode(THINK_CLOSE)
+        self.tool_images_inline = False  # set below, once the template is probed
         # What the template writes between one turn's end token and the next turn.
         sample = self.render([Message("user", "x"), Message("assistant", "y")], generation_prompt=False)
         self.separator_text = sample.rsplit(self.eos_text, 1)[1]
         self.separator_ids = self.encode(self.separator_text)
         self.images = ImageProcessing(loaded.processor)
         self.image_token = loaded.config.get("image_token_id")
+        # Qwen 3.5's template writes a tool's images inside its <tool_response>; where one writes only the text,
+        # the images go in a user message after the results instead, so the model sees them either way.
+        self.tool_images_inline = vision and self._renders_tool_images()
 
     def encode(self, text: str) -> list[int]:
         return list(self._loaded.tokenizer.encode(text, add_special_tokens=False))
@@ -49,6 +54,12 @@ class PromptBuilder:
     def render(self, messages: list[Message], *, thinking: bool = False, generation_prompt: bool = True,
                tools: tuple[dict, ...] = ()) -> str:
         """``messages`` as the model's chat template writes them, with ``tools`` (OpenAI function schemas) offered."""
+        if self.vision and not self.tool_images_inline:
+            messages = images_after_tools(messages)
+        return self._render(messages, thinking, generation_prompt, tools)
+
+    def _render(self, messages: list[Message], thinking: bool, generation_prompt: bool,
+                tools: tuple[dict, ...]) -> str:
         from mlx_vlm.prompt_utils import apply_chat_template
 
         payload = []
@@ -73,6 +84,17 @@ class PromptBuilder:
             num_images=len(self.images_of(messages)),
             **extra,
         )
+
+    def _renders_tool_images(self) -> bool:
+        """The chat template writes an image placeholder for an image in a tool message."""
+        probe = Image("probe", "probe", "image/png", 1, 1)
+        messages = [Message("user", "x"), Message("assistant", "", tool_calls=(ToolCall("probe", "probe"),)),
+                    Message("tool", "y", images=(probe,), tool_call_id="probe")]
+        try:
+            text = self._render(messages, False, True, ())
+        except Exception:  # a template that cannot write tool messages at all: nothing renders inline
+            return False
+        return self.encode(text).count(self.image_token) == 1
 
     def images_of(self, messages: list[Message]) -> tuple[Image, ...]:
         """The images the prompt for ``messages`` holds, in order (none when the model cannot see)."""
@@ -123,7 +145,8 @@ class PromptBuilder:
         whole = self.render(head + messages, thinking=thinking, tools=tools)
         if not (whole.startswith(said) and said.endswith(self.eos_text + self.separator_text)):
             return None
-        return previous + ([] if closed else [self.eos_id]) + self.separator_ids + self.encode(whole[len(said):])
+        added = self.encode_with_images(whole[len(said):], messages[-results:])
+        return previous + ([] if closed else [self.eos_id]) + self.separator_ids + added
 
     def system_prefix_ids(self, system_prompt: str) -> list[int]:
         """The system block plus the next turn's start: a prefix of every first turn."""

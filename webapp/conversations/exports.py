@@ -53,6 +53,24 @@ class ImportedToolCall(BaseModel):
     error: str | None = None
     at: ImportedPosition
 
+    @field_validator("content")
+    @classmethod
+    def _result_parts(cls, parts: list[dict]) -> list[dict]:
+        """Text and image parts as a call's result holds them (results.py), each image checked as an upload is."""
+        for n, part in enumerate(parts):
+            if part.get("type") == "text" and isinstance(part.get("text"), str):
+                continue
+            if part.get("type") != "image" or not isinstance(part.get("mime_type"), str):
+                raise ValueError(f"part {n} is neither a text part ({{type, text}}) nor an image part "
+                                 "({type, data, mime_type}): export the conversation again")
+            try:
+                read_image(base64.b64decode(part.get("data") or "", validate=True), normalize=False)
+            except (binascii.Error, ValueError, TypeError):
+                raise ValueError(f"part {n}'s data is not base64: export the conversation again") from None
+            except ClientError as exc:
+                raise ValueError(f"part {n}: {exc.message}") from None
+        return parts
+
 
 class ImportedMessage(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -169,9 +187,11 @@ def branch_markdown(conversation: dict, branch: list[dict]) -> str:
             lines += ["<details><summary>Thinking</summary>", "", message["thinking"].strip(), "", "</details>", ""]
         for call in message.get("tool_calls") or ():
             said = " ".join(part["text"] for part in call["content"] if part.get("type") == "text")
+            shown = sum(part.get("type") == "image" for part in call["content"])  # the JSON export keeps them
             arguments = orjson.dumps(call["arguments"]).decode()
+            images = f" ({shown} image{'' if shown == 1 else 's'})" if shown else ""
             lines += [f"> Called `{call['name']}` ({call['server'] or 'unknown'}) with `{arguments}`: {call['state']}"
-                      + (f", {said}" if said else ""), ""]
+                      + (f", {said}" if said else "") + images, ""]
         lines += [message["content"], ""]
         if message["finish_reason"] not in (None, "stop"):
             lines += [f"*({message['finish_reason']})*", ""]

@@ -19,6 +19,7 @@ from engines.cancel import Relay
 
 from ..tools.results import ToolResult, ToolSpec, text_part
 from .store import new_id
+from .tool_message import tool_message
 
 log = logging.getLogger(__name__)
 DECISIONS = ("once", "always", "deny")
@@ -154,7 +155,8 @@ class ToolSteps:
                 return
             results = [self._run(call, n < room) for n, call in enumerate(made)]
             said = Message("assistant", "".join(step[Answer]), "".join(step[Thinking]), tool_calls=tuple(made))
-            answers = [Message("tool", result.text(), tool_call_id=call.call) for call, result in zip(made, results)]
+            vision = self._engine().info().vision  # a blind model gets a note for each result's images
+            answers = [tool_message(call.call, result, vision) for call, result in zip(made, results)]
             turn = replace(turn, messages=[*turn.messages, said, *answers], continued=False, cancel=threading.Event())
             self.stop.follow(turn.cancel)
             if self.stop.is_set():
