@@ -1873,13 +1873,19 @@ def app_segments(system: str | None, turns: list[tuple[Exchange, bool]]) -> list
 LONG_CHAT_SHARE, LONG_CHAT_TURNS = 0.1, (12, 36)
 
 
-def sample_segments(rng: random.Random, augment: bool = False) -> list[tuple[str, bool]]:
+def sample_segments(rng: random.Random, augment: bool = False, tools_share: float = 0.0) -> list[tuple[str, bool]]:
     """One training example as (text, trained) pieces: a short chat (1-3 turns), or a long one (12-36 turns).
 
     Half the short chats and nearly all long ones are sent as specchat sends them (past reasoning kept,
     every reply trained); the others as the chat template renders them (past reasoning dropped, only the
-    last reply trained, since the earlier ones are not what the model wrote).
+    last reply trained, since the earlier ones are not what the model wrote). A ``tools_share`` of the
+    examples are chats with the built-in tools offered (tools_corpus.py); at 0 no random draw is spent on it,
+    so the corpus stays what it was.
     """
+    if tools_share and rng.random() < tools_share:
+        from . import tools_corpus  # it builds on this module, and needs the app's tools only when asked for
+
+        return tools_corpus.sample_segments(rng, augment)
     r = rng.random()
     system = DEFAULT_SYSTEM if r < 0.6 else (rng.choice(SYSTEM_PROMPTS) if r < 0.8 else None)
     long = rng.random() < LONG_CHAT_SHARE
@@ -1891,20 +1897,21 @@ def sample_segments(rng: random.Random, augment: bool = False) -> list[tuple[str
     return [(prompt, False), (completion, True)]
 
 
-def sample(rng: random.Random, augment: bool = False) -> tuple[str, str]:
+def sample(rng: random.Random, augment: bool = False, tools_share: float = 0.0) -> tuple[str, str]:
     """One example as (prompt, completion): everything before the last reply, and the last reply."""
-    pieces = sample_segments(rng, augment)
+    pieces = sample_segments(rng, augment, tools_share)
     return "".join(text for text, _ in pieces[:-1]), pieces[-1][0]
 
 
-def samples(seed: int, count: int, augment: bool = False) -> list[tuple[str, str]]:
+def samples(seed: int, count: int, augment: bool = False, tools_share: float = 0.0) -> list[tuple[str, str]]:
     rng = random.Random(seed)
-    return [sample(rng, augment) for _ in range(count)]
+    return [sample(rng, augment, tools_share) for _ in range(count)]
 
 
-def training_samples(seed: int, count: int, augment: bool = False) -> list[list[tuple[str, bool]]]:
+def training_samples(seed: int, count: int, augment: bool = False,
+                     tools_share: float = 0.0) -> list[list[tuple[str, bool]]]:
     rng = random.Random(seed)
-    return [sample_segments(rng, augment) for _ in range(count)]
+    return [sample_segments(rng, augment, tools_share) for _ in range(count)]
 
 
 def main() -> None:
@@ -1912,8 +1919,10 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--augment", action="store_true", help="chat-style question variants (stage 3)")
+    parser.add_argument("--tools-share", type=float, default=0.0,
+                        help="share of chats with the built-in tools offered (tools_corpus.py)")
     args = parser.parse_args()
-    for prompt, completion in samples(args.seed, args.count, args.augment):
+    for prompt, completion in samples(args.seed, args.count, args.augment, args.tools_share):
         print(prompt + completion)
         print("-" * 60)
 

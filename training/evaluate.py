@@ -491,6 +491,164 @@ def outcomes(runner: "Runner", asked: list[tuple[str, corpus.Exchange]],
     return results
 
 
+# ---------------------------------------------------------------- tools: the calls a question needs, and the answers
+
+# Wordings of date questions that tools_corpus.py never uses (tests/test_tools_corpus.py checks it).
+HELD_OUT_DATE = ["Could you give me today's date?", "Which weekday are we on today?", "What is the current date?",
+                 "Which date is it today?", "I need today's weekday and date."]
+# The calculator's expression for each held-out wording of division, fractions, powers and roots.
+HELD_OUT_OTHER_MATHS_EXPRESSIONS = {
+    "Work out {a} / {b}.": "{a} / {b}", "Find {a} divided by {b}.": "{a} / {b}",
+    "What do you get if you divide {a} by {b}?": "{a} / {b}", "Work out {f} + {g}.": "{f} + {g}",
+    "Find the square root of {a}.": "sqrt({a})", "What would {a} divided by {b} be?": "{a} / {b}",
+    "Find {b} to the power {c}.": "{b} ** {c}",
+}
+
+
+@dataclass
+class ToolProbe:
+    """A question a tool answers, the call it needs, and the clock's time for a clock call."""
+
+    question: str
+    tool: str
+    arguments: dict
+    now: object = None  # datetime.datetime
+
+
+def _probe_sum(rng: random.Random) -> ToolProbe:
+    a, b = corpus.operand_texts(rng, corpus.not_whole_number)
+    op = rng.choice("+-*")
+    template = rng.choice({"+": HELD_OUT_ADD, "-": HELD_OUT_SUB, "*": HELD_OUT_MUL}[op])
+    return ToolProbe(template.format(a=a, b=b), "calculator", {"expression": f"{a} {op} {b}"})
+
+
+def _probe_percent(rng: random.Random) -> ToolProbe:
+    p, n = rng.randint(1, 100), rng.randint(1, 5000)
+    return ToolProbe(rng.choice(HELD_OUT_PERCENT).format(p=p, n=n), "calculator", {"expression": f"{p}% of {n}"})
+
+
+def _probe_other_maths(rng: random.Random) -> ToolProbe:
+    values = dict(a=rng.randint(1, 999), b=rng.randint(2, 99), c=rng.randint(2, 5),
+                  f=f"{rng.randint(1, 9)}/{rng.randint(2, 12)}", g=f"{rng.randint(1, 9)}/{rng.randint(2, 12)}")
+    template = rng.choice(list(HELD_OUT_OTHER_MATHS_EXPRESSIONS))
+    expression = HELD_OUT_OTHER_MATHS_EXPRESSIONS[template].format(**values)
+    return ToolProbe(template.format(**values), "calculator", {"expression": expression})
+
+
+def _probe_too_long(rng: random.Random) -> ToolProbe:
+    a, b = corpus.too_long_operands(rng, corpus.MAX_ADD_DIGITS)
+    return ToolProbe(rng.choice(HELD_OUT_ADD).format(a=a, b=b), "calculator", {"expression": f"{a} + {b}"})
+
+
+def _probe_date(rng: random.Random) -> ToolProbe:
+    from .tools_corpus import random_now
+
+    return ToolProbe(rng.choice(HELD_OUT_DATE), "clock", {"action": "today"}, random_now(rng))
+
+
+TOOL_PROBES = {"decimals, negatives": _probe_sum, "percentages": _probe_percent,
+               "division, fractions": _probe_other_maths, "too long": _probe_too_long, "today's date": _probe_date}
+TOOL_CLASSES = list(TOOL_PROBES)
+
+
+def tool_probes(per_class: int, seed: int = 97) -> list[tuple[str, ToolProbe]]:
+    """``per_class`` questions of every class a tool answers, in held-out wordings."""
+    out = []
+    for cls in TOOL_CLASSES:
+        rng = random.Random(f"{seed}:tools:{cls}")
+        seen: dict[str, ToolProbe] = {}
+        for _ in range(100 * per_class):
+            probe = TOOL_PROBES[cls](rng)
+            seen.setdefault(probe.question, probe)
+            if len(seen) == per_class:
+                break
+        out += [(cls, probe) for probe in seen.values()]
+    return out
+
+
+def read_call(text: str, parser, tools: list[dict]) -> dict | None:
+    """The one call a reply's text makes ({"name", "arguments"}), read by mlx-vlm's parser; None when the reply
+    makes no well-formed call."""
+    if text.count(parser.tool_call_start) != 1 or parser.tool_call_end not in text:
+        return None
+    body = text.split(parser.tool_call_start)[1].split(parser.tool_call_end)[0]
+    try:
+        call = parser.parse_tool_call(body.strip(), tools)
+    except Exception:  # the parser reads the model's free text: any failure is a malformed call
+        return None
+    return call if isinstance(call, dict) and isinstance(call.get("arguments"), dict) else None
+
+
+def right_call(call: dict | None, probe: ToolProbe) -> bool:
+    """The probe's tool, with arguments that give the expected result (a calculator expression may be written
+    another way)."""
+    from .tools_corpus import run_tool
+
+    if call is None or call["name"] != probe.tool:
+        return False
+    if probe.tool == "clock":
+        return call["arguments"].get("action", "now") == probe.arguments["action"]
+    try:
+        return run_tool("calculator", call["arguments"]) == run_tool("calculator", probe.arguments)
+    except ValueError:
+        return False
+
+
+def tool_outcomes(runner: "Runner", asked: list[tuple[str, ToolProbe]],
+                  log=print) -> dict[tuple[str, bool], dict[str, int]]:
+    """(class, thinking) -> counts: "call" (a well-formed call of the right tool with the right arguments, tools
+    on), "answer" (the answer after the call's result holds the result), "limit" (tools off: an honest limit),
+    and "asked"."""
+    from mlx_vlm.tools import _infer_tool_parser_from_processor, load_tool_module
+
+    from engines.base import Message
+    from engines.events import ToolCall
+
+    from .tools_corpus import TOOL_SPECS, run_tool
+
+    name = _infer_tool_parser_from_processor(runner.processor)
+    if name != "qwen3_coder":
+        raise SystemExit(f"the checkpoint's chat template is not Qwen 3.5's tool format (mlx-vlm reads it as {name}): "
+                         "install training/chat_template_tools.jinja as its chat template first")
+    parser = load_tool_module(name)
+    tools = tuple(TOOL_SPECS.values())
+    prompts = runner.app_prompts
+    results: dict[tuple[str, bool], dict[str, int]] = {}
+    for cls, probe in asked:
+        for thinking in (True, False):
+            score = results.setdefault((cls, thinking), {"call": 0, "answer": 0, "limit": 0, "asked": 0})
+            score["asked"] += 1
+            off = runner.generate(runner.first_turn_ids(probe.question, thinking), None, max_tokens=300).text
+            score["limit"] += corpus.is_limit(final_answer(off))
+            user = [Message("user", probe.question)]
+            ids = prompts.conversation_ids(corpus.DEFAULT_SYSTEM, user, thinking, tools)
+            reply = runner.generate(ids, None, max_tokens=300)
+            call = read_call(reply.text, parser, list(tools))
+            score["call"] += right_call(call, probe)
+            if call is None:
+                log(f"  no call ({cls}, thinking {'on' if thinking else 'off'}): {probe.question!r} -> {reply.text!r}")
+                continue
+            try:
+                result = run_tool(call["name"], call["arguments"], probe.now)
+            except (KeyError, ValueError) as exc:
+                log(f"  failed call ({cls}): {probe.question!r} -> {call}: {exc}")
+                continue
+            said = reply.text.split(parser.tool_call_start)[0]
+            reasoning, content = (said.split("</think>")[0], said.split("</think>")[-1]) if thinking else ("", said)
+            messages = user + [Message("assistant", content.strip(), reasoning.strip(),
+                                       tool_calls=(ToolCall("probe", call["name"], call["arguments"]),)),
+                               Message("tool", result, tool_call_id="probe")]
+            closed = bool(reply.tokens) and reply.tokens[-1] == prompts.eos_id
+            after = (prompts.tool_result_ids(ids + reply.tokens, closed, corpus.DEFAULT_SYSTEM, messages, 1, thinking,
+                                             tools)
+                     or prompts.conversation_ids(corpus.DEFAULT_SYSTEM, messages, thinking, tools))
+            answer = final_answer(runner.generate(after, None, max_tokens=300).text)
+            score["answer"] += result in answer
+            if result not in answer:
+                log(f"  answer without the result ({cls}): {probe.question!r}, result {result!r} -> {answer!r}")
+    return results
+
+
 # ---------------------------------------------------------------- long chats, as specchat sends them
 
 CHAT_CLASSES = [c for c in SKILLS + ROOM_CLASSES if c not in ("follow-ups", "follow-up, fresh chat")]
@@ -586,7 +744,10 @@ def main() -> None:
                              "first: decimals, percentages, follow-ups, ...), faults (the questions trained stages "
                              "got wrong: a first screen, not part of the default), chats (long chats as specchat sends "
                              "them), bars (held-out sums, thinking off, drafter identity and acceptance), speed "
-                             "(implies bars)")
+                             "(implies bars), tools (the calls of the built-in tools and the answers from their "
+                             "results, with tools on, and the limits with tools off: not part of the default)")
+    parser.add_argument("--tools", type=int, default=10,
+                        help="held-out questions per class a tool answers, for --parts tools")
     parser.add_argument("--room-class", action="append", default=[], choices=ROOM_CLASSES, metavar="CLASS",
                         help="ask the room part's questions of this class only (repeatable), to screen a checkpoint "
                              "on many questions of one class: --room 150 --room-class 'letters, any word'")
@@ -652,6 +813,17 @@ def main() -> None:
                  for thinking in (True, False)]
         print(f"\nknown faults ({len(asked)} questions stages got wrong, greedy, {time.time() - t0:.0f}s): "
               f"on: {cell(modes[0])}; off: {cell(modes[1])}")
+
+    # 0c'. With the built-in tools offered: the right call, then an answer that holds the result; without, a limit.
+    if "tools" in parts:
+        t0 = time.time()
+        counts = tool_outcomes(runner, tool_probes(args.tools, args.skills_seed))
+        print(f"\ntools ({args.tools} held-out questions a class, greedy, {time.time() - t0:.0f}s): with tools, the "
+              "right call and an answer holding its result; without tools, an honest limit:")
+        for cls in TOOL_CLASSES:
+            cells = [f"call {c['call']}/{c['asked']}, answer {c['answer']}/{c['asked']}, no tools: limit "
+                     f"{c['limit']}/{c['asked']}" for c in (counts[(cls, True)], counts[(cls, False)])]
+            print(f"  {cls:<20} thinking on: {cells[0]:<50} thinking off: {cells[1]}")
 
     # 0d. Long chats: every question in a chat whose earlier replies are the model's own.
     if "chats" in parts:

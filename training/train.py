@@ -10,6 +10,7 @@ token ids, for the parity check in ``training.export``) and train_log.txt.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import multiprocessing as mp
@@ -50,14 +51,16 @@ def encode_pieces(tok, pieces: list[tuple[str, bool]]) -> tuple[list[int], list[
     return ids[:kept], mask[:kept]
 
 
-def encode_chunk(job: tuple[str, int, int, bool]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Token ids, lengths and loss masks (flat, one per token) of ``count`` samples drawn with ``seed``."""
+def encode_chunk(job: tuple[str, int, int, bool],
+                 tools_share: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Token ids, lengths and loss masks (flat, one per token) of ``count`` samples drawn with ``seed``, a
+    ``tools_share`` of them chats with the built-in tools offered."""
     from tokenizers import Tokenizer
 
     tokenizer_file, seed, count, augment = job
     tok = Tokenizer.from_file(tokenizer_file)
     ids, lengths, masks = [], [], []
-    for pieces in corpus.training_samples(seed, count, augment):
+    for pieces in corpus.training_samples(seed, count, augment, tools_share):
         row, mask = encode_pieces(tok, pieces)
         if row:
             ids.extend(row)
@@ -66,11 +69,11 @@ def encode_chunk(job: tuple[str, int, int, bool]) -> tuple[np.ndarray, np.ndarra
     return np.array(ids, np.int32), np.array(lengths, np.int32), np.array(masks, np.uint8)
 
 
-def build_data(tokenizer_file: str, samples: int, seed: int, workers: int, augment: bool):
+def build_data(tokenizer_file: str, samples: int, seed: int, workers: int, augment: bool, tools_share: float = 0.0):
     chunk = 5_000
     jobs = [(tokenizer_file, seed * 1_000_003 + i, chunk, augment) for i in range(math.ceil(samples / chunk))]
     with mp.Pool(workers) as pool:
-        parts = pool.map(encode_chunk, jobs)
+        parts = pool.map(functools.partial(encode_chunk, tools_share=tools_share), jobs)
     ids = np.concatenate([p[0] for p in parts])
     lengths = np.concatenate([p[1] for p in parts])
     masks = np.concatenate([p[2] for p in parts])
@@ -160,6 +163,9 @@ def main() -> None:
     parser.add_argument("--mtp-weights", default=MTP_WEIGHTS,
                         help="MTP loss weight per recursive draft step, comma-separated (one value: one step)")
     parser.add_argument("--augment", action="store_true", help="add chat-style question variants to the corpus")
+    parser.add_argument("--tools-share", type=float, default=0.0,
+                        help="share of chats with the built-in tools offered (training/tools_corpus.py; needs the "
+                             "app's flask and pydantic importable)")
     parser.add_argument("--init", help="continue from a previous --out folder or an exported checkpoint")
     parser.add_argument("--workers", type=int, default=max(1, mp.cpu_count() - 1))
     args = parser.parse_args()
@@ -186,7 +192,7 @@ def main() -> None:
     torch.backends.cuda.enable_cudnn_sdp(False)
 
     t0 = time.time()
-    data = build_data(tokenizer_file, args.samples, args.seed, args.workers, args.augment)
+    data = build_data(tokenizer_file, args.samples, args.seed, args.workers, args.augment, args.tools_share)
     log(f"data: {len(data[2])} samples, {int(data[2].sum())} tokens, {int(data[3].sum())} trained tokens, "
         f"longest {int(data[2].max())}, built in {time.time() - t0:.1f}s")
 
