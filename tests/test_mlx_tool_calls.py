@@ -246,3 +246,32 @@ def test_the_openai_api_returns_the_models_call_and_answers_from_the_clients_res
     finally:
         server.stop()
         server.engine.unload()
+
+
+def test_a_later_turn_gives_the_engine_the_calls_and_results_and_reuses_its_cache(tool_model, tmp_path):
+    engine = MlxEngine(str(tool_model))
+    seen: list[Turn] = []
+    stream = engine.stream
+    engine.stream = lambda turn: (seen.append(turn), stream(turn))[1]  # what each step and turn was given
+    server = LiveServer(engine, tmp_path / "data")
+    try:
+        with WsClient(server.ws_url) as ws:
+            set_settings(ws, reasoning_budget=64, max_tokens=64, draft_block_size=4)
+            requests.patch(f"{server.url}/api/tools/builtin/calculator", json={"always_allow": True}, timeout=5)
+            ws.send({"type": "chat", "id": "m1", "text": "What is 2+3?"})
+            first, _ = ws.until("done", id="m1")
+            assert first["stats"]["tool_calls"] == 1
+            ws.send({"type": "chat", "id": "m2", "text": "And 4+4?"})
+            later, _ = ws.until("done", id="m2")
+        given = seen[-1].messages
+        assert [m.role for m in given] == ["user", "assistant", "tool", "assistant", "user"]
+        assert given[1].tool_calls[0].name == "calculator" and given[1].tool_calls[0].arguments == {"expression": "2+3"}
+        assert given[2].content == "5" and given[2].tool_call_id == given[1].tool_calls[0].call
+        assert given[3].content == "The answer is 5"
+        assert seen[-1].conversation_id == seen[0].conversation_id  # the same conversation in the engine
+        # Everything the reply's steps left in the cache is reused: only the new user turn is prefilled.
+        stats = later["stats"]
+        assert stats["prompt_tokens"] - stats["cached_tokens"] <= len(engine._prompts.encode("And 4+4?")) + 12
+    finally:
+        server.stop()
+        engine.unload()

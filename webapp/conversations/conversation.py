@@ -17,12 +17,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, ToolCall, Turn
+from engines import Answer, Done, Engine, EngineInfo, GenerationOptions, Image, Message, Thinking, Turn
 from engines.cancel import Relay
 
 from ..errors import ClientError
 from .frames import reply_frame
 from .store import Store, new_id, now
+from .tool_replay import replayed
 from .tool_steps import Approvals, Offer, ReplyJob, ToolSteps
 from .window import Window, fit
 
@@ -177,9 +178,17 @@ class Conversation:
         """How many messages of the branch ending at ``leaf`` the engine gets (their images are not read)."""
         return len(said_by_engine(self._store.branch(self.id, leaf)))
 
-    def _as_messages(self, stored: list[dict]) -> list[Message]:
+    def _as_messages(self, stored: list[dict], vision: bool) -> tuple[list[Message], list[str]]:
+        """The engine's messages for ``stored``, and each one's stored id (a reply that called tools is several
+        messages, as the model saw it: tool_replay.py)."""
         images = stored_images(self._store, [id for m in stored for id in m.get("images") or ()])
-        return [as_message(m, images) for m in stored]
+        messages, ids = [], []
+        for m in stored:
+            said = (replayed(m["content"], m["thinking"], m["tool_calls"], vision)
+                    if m["role"] == "assistant" and m.get("tool_calls") else [as_message(m, images)])
+            messages += said
+            ids += [m["id"]] * len(said)
+        return messages, ids
 
     def parent_for(self, requested: str | None, given: bool) -> str | None:
         """The message a new user message follows: the current leaf unless ``given``; a given None starts a
@@ -236,11 +245,11 @@ class Conversation:
                continued: bool = False) -> tuple[list[Message], Window]:
         """The branch ending at ``leaf`` (then ``said``) as the engine gets it, cut to what its context holds."""
         stored = said_by_engine(self._store.branch(self.id, leaf)) + ([said] if said else [])
-        messages = self._as_messages(stored)
-        if not self._engine().info().vision:
+        vision = self._engine().info().vision
+        messages, ids = self._as_messages(stored, vision)
+        if not vision:
             messages = seen_blind(messages)
-        return fit(self._engine(), messages, [m["id"] for m in stored], options,
-                   continued, self.window)
+        return fit(self._engine(), messages, ids, options, continued, self.window)
 
     def new_engine_id(self) -> None:
         """Start afresh in the engine, which forgets the old one's cache."""
@@ -281,10 +290,9 @@ class Conversation:
     def start(self, turn: Turn, window: Window, events, new: list[dict]) -> None:
         """Stream a reply to ``turn`` into the last of the ``new`` messages (stored first)."""
         def engine_saw(said: Said) -> None:
-            # A reply that called tools was seen as steps, which its stored text does not repeat: the next turn
-            # then starts afresh in the engine.
-            calls = tuple(ToolCall(c["call"], c["name"], c["arguments"]) for c in said.tool_calls or ())
-            self._engine_saw = [*turn.messages, Message("assistant", said.content, said.thinking, tool_calls=calls)]
+            # A reply that called tools was seen as steps: a next turn is given the same (tool_replay.py).
+            vision = self._engine().info().vision
+            self._engine_saw = [*turn.messages, *replayed(said.content, said.thinking, said.tool_calls or [], vision)]
 
         self.window = window
         job = ReplyJob.of(turn)

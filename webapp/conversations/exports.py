@@ -52,6 +52,7 @@ class ImportedToolCall(BaseModel):
     ms: float | int | None = None
     error: str | None = None
     at: ImportedPosition
+    step: int | None = Field(default=None, ge=0)  # absent in exports made before steps were numbered
 
     @field_validator("content")
     @classmethod

@@ -120,6 +120,7 @@ class ToolSteps:
         self._position = position
         self._save = save
         self.calls: list[dict] = []  # the reply's calls as stored
+        self._step = 0  # the step the reply is at: each engine stream after the first answers the calls before it
         self._tool_ms = 0.0
 
     def events(self) -> Iterator:
@@ -154,6 +155,7 @@ class ToolSteps:
                 yield replace(done, stats=self._final(totals, done.stats))
                 return
             results = [self._run(call, n < room) for n, call in enumerate(made)]
+            self._step += 1
             said = Message("assistant", "".join(step[Answer]), "".join(step[Thinking]), tool_calls=tuple(made))
             vision = self._engine().info().vision  # a blind model gets a note for each result's images
             answers = [tool_message(call.call, result, vision) for call, result in zip(made, results)]
@@ -184,7 +186,7 @@ class ToolSteps:
         spec = self._offer.tools.get(made.name)
         stored = {"call": new_id(), "name": made.name, "server": spec.server if spec else None,
                   "arguments": made.arguments, "state": "running", "ok": None, "content": [], "ms": None,
-                  "error": None, "at": self._position()}
+                  "error": None, "at": self._position(), "step": self._step}
         self.calls.append(stored)
         if made.error or spec is None or not allowed:
             why = made.error or (f"There is no tool {made.name!r}: call one of {', '.join(self._offer.tools)}."
