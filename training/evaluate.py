@@ -493,7 +493,7 @@ def outcomes(runner: "Runner", asked: list[tuple[str, corpus.Exchange]],
 
 # ---------------------------------------------------------------- tools: the calls a question needs, and the answers
 
-# Wordings of date questions that tools_corpus.py never uses (tests/test_tools_corpus.py checks it).
+# Wordings of date questions that tools_corpus.py never uses (tests/test_tool_training_chats.py checks it).
 HELD_OUT_DATE = ["Could you give me today's date?", "Which weekday are we on today?", "What is the current date?",
                  "Which date is it today?", "I need today's weekday and date."]
 # The calculator's expression for each held-out wording of division, fractions, powers and roots.
