@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from benchmarks.chart import COLOURS, add_run, draw, record_path
@@ -14,6 +15,7 @@ from benchmarks.chart import COLOURS, add_run, draw, record_path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow  # a whole benchmark run: with the long model runs, not the edit-test loop
 def test_acceptance_benchmark_prints_every_block_and_auto_and_charts_them(tiny_model, tmp_path):
     chart = tmp_path / "curve.png"
     out = subprocess.run([sys.executable, "-m", "benchmarks.acceptance", str(tiny_model), "--blocks", "2,3,auto",

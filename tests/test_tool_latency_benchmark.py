@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a whole benchmark run: with the long model runs, not the edit-test loop
+
 ROOT = Path(__file__).resolve().parent.parent
 NUMBER = r"[\d.]+"
 ROW = re.compile(rf"^(off|block 4|auto(?: \(\w+\))?) \| ({NUMBER}) \({NUMBER}-{NUMBER}\) \| (yes|NO) \| {NUMBER} \| "
