@@ -217,7 +217,8 @@ def test_slow_drafting_gets_a_notice_with_a_block_that_the_depths_or_the_sweep_s
     rows = tab.of_type("sweep_done")[-1]["rows"]
     base = next(row for row in rows if row["block"] == 1)["tok_s"]["median"]
     # One run each: a block counts as faster than block 1 by more than the 20% two rates can differ by.
-    faster = [row for row in rows if 1 < row["block"] < block and row["tok_s"]["median"] > base * 1.2]
+    faster = [row for row in rows if isinstance(row["block"], int) and 1 < row["block"] < block  # not "auto"
+              and row["tok_s"]["median"] > base * 1.2]
     tab.page.fill("#prompt", "hello again")
     tab.page.press("#prompt", "Enter")
     tab.page.wait_for_function("() => document.querySelectorAll('.msg.assistant[data-state=\"done\"]').length === 2",
@@ -270,10 +271,13 @@ def test_sweep_charts_every_block_and_sets_the_best(tab):
     painted(tab.page)
     done = tab.of_type("sweep_done")[-1]
     chart = tab.page.locator(".msg.sweep svg.sweep-chart")
-    assert chart.locator("g.bar").count() == 6
-    heights = {int(g.get_attribute("data-block")): float(g.locator("rect").get_attribute("height"))
+    assert chart.locator("g.bar").count() == 7  # blocks 1-6 and auto
+    heights = {g.get_attribute("data-block"): float(g.locator("rect").get_attribute("height"))
                for g in chart.locator("g.bar").all()}
-    rates = {row["block"]: row["tok_s"]["median"] for row in done["rows"]}
+    rates = {str(row["block"]): row["tok_s"]["median"] for row in done["rows"]}
+    assert set(rates) == {"1", "2", "3", "4", "5", "6", "auto"}
+    auto = next(row for row in done["rows"] if row["block"] == "auto")
+    assert chart.locator('g.bar[data-block="auto"] text.label').text_content() == auto["chose"]  # what auto ran
     # Taller bar, faster block: the chart's order is the measured order.
     assert sorted(heights, key=heights.get) == sorted(rates, key=rates.get)
     assert chart.locator("g.bar.best").get_attribute("data-block") == str(done["best"])

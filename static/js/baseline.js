@@ -64,7 +64,9 @@ export function mostDrafted(history) {
  * smaller block so predicted fastest, if it beats the drafter off by more than `NOISE`.
  */
 export function adviseBlock({ block, on, off, byDepth, sweep }) {
-  const smaller = (sweep ?? []).filter((row) => row.block > 1 && row.block < block && row.tok_s != null);
+  // Fixed blocks only: a sweep's "auto" row picks its own block, so it cannot be advised as one below `block`.
+  const smaller = (sweep ?? []).filter((row) => Number.isInteger(row.block) && row.block > 1 && row.block < block
+    && row.tok_s != null);
   if (sweep?.length) {
     const base = sweep.find((row) => row.block === 1)?.tok_s;
     // Faster by its pairs' verdict, or where they could not settle it (one run) by more than the noise.

@@ -73,7 +73,7 @@ export function renderSweepChart(rows, blocks, best) {
       group.append(node("rect", { x: cx - barW / 2, y: y(0) - 2, width: barW, height: 2, class: "pending" }));
     }
     group.append(node("text", { x: cx, y: H - PAD.bottom + 18, class: "label", "text-anchor": "middle" },
-      block === 1 ? "1 (off)" : String(block)));
+      block === 1 ? "1 (off)" : row?.chose ?? String(block)));
     if (row?.acceptance != null) {
       group.append(node("text", { x: cx, y: H - PAD.bottom + 34, class: "axis", "text-anchor": "middle" },
         formatPercent(row.acceptance)));

@@ -1,5 +1,5 @@
-// "Find the best block size": one prompt run at draft block sizes 1 (drafter off) to 6, drawn as a
-// chart as each block finishes, with an offer to use the fastest.
+// "Find the best block size": one prompt run at draft block sizes 1 (drafter off) to 6 and at "auto" (the
+// engine picks the block as it goes), drawn as a chart as each block finishes, with an offer to use the fastest.
 
 import { busyText } from "@app/busy.js";
 import { ContestCard } from "@app/contest-card.js";
@@ -10,7 +10,7 @@ import { schedule } from "@app/render.js";
 import { MEASURE_TOKENS } from "@app/stats.js";
 import { renderSweepChart, rowRate } from "@app/sweep-chart.js";
 
-export const SWEEP_BLOCKS = [1, 2, 3, 4, 5, 6];
+export const SWEEP_BLOCKS = [1, 2, 3, 4, 5, 6, "auto"];
 
 export class SweepView extends ContestCard {
   /**
@@ -62,7 +62,7 @@ export class SweepView extends ContestCard {
     if (this.el.dataset.state === "waiting") this.el.dataset.state = "running";
     const index = this.blocks.indexOf(frame.block);
     const where = index >= 0 ? ` (${index + 1} of ${this.blocks.length})` : "";
-    this.running = `Block ${frame.block}${frame.block === 1 ? ", drafter off" : ""}${where}`;
+    this.running = `${frame.block === "auto" ? "Auto" : `Block ${frame.block}`}${frame.block === 1 ? ", drafter off" : ""}${where}`;
     if (this.el.dataset.state !== "stopping") this.setStatus(`${this.running}…`);
   }
 
@@ -105,7 +105,7 @@ export class SweepView extends ContestCard {
     if (busy) this.addNote("busy", busy);
     const row = this.rows.get(this.best);
     this.setStatus(this.best != null && row
-      ? `Fastest: block ${this.best}${this.best === 1 ? " (drafter off)" : ""} at ${formatRate(rowRate(row))} tok/s`
+      ? `Fastest: ${this.best === "auto" ? row.chose ?? "auto" : `block ${this.best}`}${this.best === 1 ? " (drafter off)" : ""} at ${formatRate(rowRate(row))} tok/s`
       : "No block finished");
     this.dirty = true;
     this.renderActions();
@@ -118,7 +118,7 @@ export class SweepView extends ContestCard {
     status.setAttribute("role", "status");
     if (this.best != null) {
       const use = element("button", "button small primary",
-        this.best === 1 ? "Turn the drafter off" : `Use block ${this.best}`);
+        this.best === 1 ? "Turn the drafter off" : this.best === "auto" ? "Use auto" : `Use block ${this.best}`);
       use.type = "button";
       use.setAttribute("aria-label", this.best === 1 ? "Turn the drafter off" : `Use draft block size ${this.best}`);
       use.addEventListener("click", () => {
