@@ -9,8 +9,9 @@ import shutil
 
 import pytest
 
-from engines import Done, Message, ToolCall, Turn
+from engines import Answer, Message, Thinking, ToolCall, Turn
 from engines.tool_calls import TOOL_IMAGES
+from tests.support.engine_runs import run, text
 from tests.support.tool_model import TEMPLATE
 from tests.test_mlx_vision import options, picture
 
@@ -47,14 +48,10 @@ def engine(request, vision_model, tmp_path_factory):
 
 
 def stream(engine, turn: Turn) -> tuple[str, dict]:
-    text, done = "", None
-    for event in engine.stream(turn):
-        if isinstance(event, Done):
-            done = event
-        else:
-            text += getattr(event, "text", "")
+    """(thinking and answer text, final stats) of one turn; fails on an error."""
+    done, events = run(engine, turn)
     assert done.finish_reason in ("stop", "length"), (done.error_code, done.error_message)
-    return text, done.stats
+    return text(events, Thinking) + text(events, Answer), done.stats
 
 
 def after_a_call(engine, cid: str, image) -> tuple[Turn, list[int]]:
@@ -82,13 +79,13 @@ def test_the_step_after_the_call_prefills_the_images_placeholders_and_runs_the_t
     assert added.count(token) == count and token not in seen
     start = added.index(token)
     assert added[start : start + count] == [token] * count
-    text = prompts._loaded.tokenizer.decode(added)
+    written = prompts._loaded.tokenizer.decode(added)
     if prompts.tool_images_inline:  # inside its result, before its text
-        assert text.index("<tool_response>") < text.index("<|vision_start|>") < text.index("a photo")
-        assert text.index("a photo") < text.index("noon") and TOOL_IMAGES not in text
+        assert written.index("<tool_response>") < written.index("<|vision_start|>") < written.index("a photo")
+        assert written.index("a photo") < written.index("noon") and TOOL_IMAGES not in written
     else:  # in a user message that says what it is (this template writes no tool message at all)
-        assert text.startswith(prompts.eos_text) and "<|im_start|>user" in text and TOOL_IMAGES in text
-        assert "a photo" not in text
+        assert written.startswith(prompts.eos_text) and "<|im_start|>user" in written and TOOL_IMAGES in written
+        assert "a photo" not in written
     _, stats = stream(engine, turn)
     assert stats["image_tokens"] == count and stats["vision_ms"] is not None
     assert stats["cached_tokens"] >= len(seen) - 1  # nothing before the result was prefilled again

@@ -129,6 +129,16 @@ class TurnGeneration:
             spans = ((0, len(event.text)),) if drafted else ()
             self.deltas.add(type(event)(event.text, rounds if i == len(events) - 1 else (), spans))
 
+    def take_token(self, token: int, detokenizer, drafted: bool = False, rounds: tuple[int, ...] = ()) -> bool:
+        """One generated token, as both loops pass it on: tool-call markup is read (its round still counted), any
+        other token becomes text. True for markup."""
+        if self.call_token(token, detokenizer):
+            self.deliver("", rounds=rounds)
+            return True
+        detokenizer.add_token(token)
+        self.deliver(detokenizer.last_segment, drafted, rounds)
+        return False
+
     def call_token(self, token: int, detokenizer) -> bool:
         """Whether ``token`` is tool-call markup, which is read here and never becomes text. The text before a
         call goes out first, as what it is (thinking or answer), and a call ends the thinking."""

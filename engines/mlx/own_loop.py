@@ -98,12 +98,8 @@ class OwnLoop:
                 break
             thinking = gen.splitter.thinking
             last = round_info if i == len(step.tokens) - 1 else ()
-            if gen.call_token(token, detokenizer):
+            if gen.take_token(token, detokenizer, drafted, last):
                 markup, thinking = True, False  # a call's tokens are answer tokens: a call ends the thinking
-                gen.deliver("", rounds=last)
-            else:
-                detokenizer.add_token(token)
-                gen.deliver(detokenizer.last_segment, drafted, last)
             gen.counted(thinking)
             if gen.answer_full:
                 if i < len(step.tokens) - 1:  # the cache holds tokens past the cut: start afresh next turn

@@ -73,11 +73,8 @@ class VlmLoop:
                 if not gen.speculative and chunk.generation_tokens > 1:  # a plain step after the phase's first token
                     gen.meter.ran_block(1)
                 thinking = gen.splitter.thinking
-                if gen.call_token(chunk.token, detokenizer):
+                if gen.take_token(chunk.token, detokenizer):
                     thinking = False  # a call's tokens are answer tokens: a call ends the thinking
-                else:
-                    detokenizer.add_token(chunk.token)
-                    gen.deliver(detokenizer.last_segment)
                 gen.counted(thinking)
                 if gen.answer_full and chunk.generation_tokens < max_tokens:
                     # Cut inside the library's run, whose cache then moves past the stored ids. At its own
