@@ -26,6 +26,10 @@ is priced by a model scaled to the nearest block that ran: from given step costs
 t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). Without a measured plain step the policy first runs
 ``PLAIN_PROBE`` plain steps to measure one.
 
+Only blocks whose steps are compiled are picked (``Memory.ready``; None: every block): the first round at a new
+block compiles its steps, seconds on a GPU, so the engine compiles the others in the background after its warm-up
+and auto meanwhile chooses among those ready.
+
 Pure Python, so the engines, the fake engine and the tests share it.
 """
 
@@ -192,6 +196,8 @@ class Memory:
 
     def __init__(self, given: StepCosts | None = None):
         self.times = RoundTimes(given)
+        # The blocks whose steps are compiled, added to as the engine compiles more; None: every block.
+        self.ready: set[int] | None = None
         self._learned: OrderedDict[str, Learned] = OrderedDict()
 
     def policy(self, conversation_id: str) -> "BlockPolicy":
@@ -199,7 +205,7 @@ class Memory:
         self._learned[conversation_id] = learned
         while len(self._learned) > LEARNED_CONVERSATIONS:
             self._learned.popitem(last=False)
-        return BlockPolicy(learned, self.times)
+        return BlockPolicy(learned, self.times, self.ready)
 
     def forget(self, conversation_id: str) -> None:
         self._learned.pop(conversation_id, None)
@@ -208,9 +214,10 @@ class Memory:
 class BlockPolicy:
     """One reply's choices: ``block()`` before each round (1: a plain step), ``observe`` after it."""
 
-    def __init__(self, learned: Learned, times: RoundTimes):
+    def __init__(self, learned: Learned, times: RoundTimes, ready: set[int] | None = None):
         self.learned = learned
         self.times = times
+        self._ready = ready  # shared with the engine, which adds blocks as it compiles them
         self.retry_after = RETRY_FIRST
         self._since_decided = 0
         self._fresh = True  # the next round's time is not counted (first after a start or a change)
@@ -235,7 +242,7 @@ class BlockPolicy:
     def _best(self, running: bool = False) -> int | None:
         """The block with the largest S when drafting pays (S ≥ 1; ``running``: drafting runs, S ≥ OFF_BELOW),
         else None."""
-        rated = [(s, k) for k in BLOCKS if (s := self.speedup(k)) is not None]
+        rated = [(s, k) for k in self._blocks() if (s := self.speedup(k)) is not None]
         if not rated:
             return None
         speedup, block = max(rated, key=lambda item: (item[0], -item[1]))
@@ -299,7 +306,7 @@ class BlockPolicy:
         if self.times.given is not None:
             return None
         rated = self.speedup(best)
-        near = [(s, k) for k in (best - 1, best + 1) if k in BLOCKS and self.times.measured(k) is None
+        near = [(s, k) for k in (best - 1, best + 1) if k in self._blocks() and self.times.measured(k) is None
                 and (s := self.speedup(k)) is not None and s >= EXPLORE_WITHIN * rated]
         return max(near)[1] if near else None
 
@@ -307,9 +314,13 @@ class BlockPolicy:
         """The block to try drafting at: the one rated best among those that would pay were every draft kept
         (k tokens a round); None when none would."""
         plain = self.times.plain()
-        rated = [(s, k) for k in BLOCKS if (s := self.speedup(k)) is not None
+        rated = [(s, k) for k in self._blocks() if (s := self.speedup(k)) is not None
                  and k * plain >= self.times.round(k)]
         return max(rated, key=lambda item: (item[0], -item[1]))[1] if rated else None
+
+    def _blocks(self) -> list[int]:
+        """The blocks it may pick now: those of ``BLOCKS`` whose steps are compiled."""
+        return [k for k in BLOCKS if self._ready is None or k in self._ready]
 
     def _start_off(self) -> int:
         self._off_steps = 0

@@ -128,6 +128,31 @@ def test_a_replys_stats_say_which_blocks_ran(engine):
     assert fixed["block_history"] == {"3": fixed["rounds"]} and fixed["auto_block"] is None
 
 
+def test_the_engine_compiles_every_block_auto_may_pick_in_the_background(rig):
+    """After its warm-up (block 4 for auto) the engine compiles the other blocks one job at a time, off the reply
+    path, and auto picks among those compiled (engines/block_policy.py)."""
+    import time
+
+    from engines.block_policy import BLOCKS, START_BLOCK
+    from engines.mlx.engine import MlxEngine
+
+    engine = MlxEngine(str(rig))
+    engine.load(GenerationOptions())
+    try:
+        ready = engine._auto.ready
+        assert ready is not None and START_BLOCK in ready
+        deadline = time.monotonic() + 60
+        while set(BLOCKS) - ready and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert ready == set(BLOCKS)
+        engine.unload()
+        assert engine._auto.ready is None
+        engine.load(GenerationOptions(draft_block_size=2))  # a fixed block: nothing compiled for auto
+        assert engine._auto.ready is None
+    finally:
+        engine.unload()
+
+
 def test_the_next_turn_on_auto_is_the_drafter_off_turn(engine):
     """After a reply on auto (drafting off and on), the conversation's caches serve the next turn exactly."""
     texts = {}

@@ -213,3 +213,21 @@ def test_drafting_that_runs_goes_off_only_clearly_below_break_even(kept_of_nine,
         else:
             policy.observe(block, 1 if i % 9 < kept_of_nine else 0)
     assert (1 not in blocks) is stays_on, blocks
+
+
+def test_only_compiled_blocks_are_picked_and_one_compiled_later_is_picked_up():
+    """At high acceptance block 8 is best, but while only block 4 is compiled auto runs 4 (a first round at
+    another block would compile its steps mid-reply); once the engine has compiled the rest, auto moves on."""
+    memory = Memory(COSTS)
+    memory.ready = {4}
+    policy = memory.policy("chat")
+    assert set(play(policy, 60, keep=0.97)) == {4}
+    memory.ready.update(BLOCKS)
+    blocks = play(policy, 60, keep=0.97, seed=1)
+    assert blocks[-1] >= 6
+
+
+def test_with_no_block_compiled_drafting_waits_off():
+    memory = Memory(COSTS)
+    memory.ready = set()
+    assert set(play(memory.policy("chat"), 40, keep=0.97)) == {1}

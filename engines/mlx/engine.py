@@ -5,12 +5,13 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from functools import partial
 
 from ..base import Engine, EngineInfo, Example, Message, Turn, read_examples
-from ..block_policy import AUTO, START_BLOCK, Memory
+from ..block_policy import AUTO, BLOCKS, START_BLOCK, Memory
 from ..errors import EngineBusy, EngineError, EngineNotReady
 from ..events import Done, Event
 from ..options import GenerationOptions
@@ -175,15 +176,41 @@ class MlxEngine(Engine):
         elif self._apc is None or self._apc_entries != options.prefix_cache_entries:
             self._apc = apc.APCManager(overrides={"checkpoint_entries": options.prefix_cache_entries})
             self._apc_entries, self._primed_system = options.prefix_cache_entries, None
-        if self._primed_system != options.system_prompt:
+        warmed = self._primed_system != options.system_prompt
+        if warmed:
             self._warm_up(options)
+        if options.draft_block_size == AUTO and self._decoder is not None and self._decoder.drafter is not None:
+            if self._auto.ready is None:
+                self._auto.ready = set()
+                self._in_background(self._warm_next_block, self._auto.ready, self._warm_up_ids(options))
+            if warmed:
+                self._auto.ready.add(START_BLOCK)  # the warm-up compiled it
+
+    def _warm_next_block(self, ready: set[int], ids: list[int]) -> None:
+        """Compile the steps of the next block auto may pick, one block a job: a reply asked for meanwhile waits
+        for one block at most, and auto picks only compiled blocks (engines/block_policy.py)."""
+        with self._wanted_lock:
+            if self._unloading or self._auto.ready is not ready or self._decoder is None:
+                return  # unloaded or reloaded since: that model's blocks are no concern any more
+        left = sorted((k for k in BLOCKS if k not in ready), key=lambda k: (abs(k - START_BLOCK), k))
+        if not left:
+            return
+        started = time.perf_counter()
+        self._decoder.warm_up(self._decoder.new_state(), ids, left[0])
+        ready.add(left[0])
+        log.debug("auto: block %d compiled in %.1f s", left[0], time.perf_counter() - started)
+        if len(left) > 1:
+            self._in_background(self._warm_next_block, ready, ids)
+
+    def _warm_up_ids(self, options: GenerationOptions) -> list[int]:
+        return self._prompts.system_prefix_ids(options.system_prompt) or self._prompts.encode("hello")
 
     def _warm_up(self, options: GenerationOptions) -> None:
         """Compile the graphs and store the system prompt's prefix in the prefix caches."""
         import mlx.core as mx
         from mlx_vlm import stream_generate
 
-        ids = self._prompts.system_prefix_ids(options.system_prompt) or self._prompts.encode("hello")
+        ids = self._warm_up_ids(options)
         for _ in stream_generate(
             self._loaded.model, self._loaded.processor, "", input_ids=mx.array([ids]),
             max_tokens=1, apc_manager=self._apc,
@@ -417,6 +444,7 @@ class MlxEngine(Engine):
         self._apc = self._prefix = None
         with self._sizing_lock:
             self._loaded = self._prompts = self._sizing = self._decoder = None
+        self._auto.ready = None  # a next load compiles its blocks anew
         mx.clear_cache()  # the thread and its streams stay for the next engine (model_thread.py)
         self._set_state("error", "unloaded")
 
