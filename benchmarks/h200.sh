@@ -16,8 +16,9 @@
 #   benchmarks/h200.sh precision      float32 products over 1 and 4 rows with TF32 allowed and off (webapp/precision.py)
 #   benchmarks/h200.sh images         the 4.1B rig with a vision tower: one 1024×1024 image, text and text as long,
 #                                     drafter off and at blocks 2 and 4 (python -m benchmarks.images)
-#   benchmarks/h200.sh curve P...     the 4.1B rig whose head agrees on a share P of the words, bfloat16, then
-#                                     python -m benchmarks.acceptance on it: blocks 1-6 and auto
+#   benchmarks/h200.sh curve P...     the 4.1B rig whose head agrees on a share P of the words, bfloat16 (BITS=4:
+#                                     its 4-bit conversion), then python -m benchmarks.acceptance on it: blocks 1-6
+#                                     and auto
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
 # mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
@@ -134,13 +135,20 @@ images() {  # Pillow and the image processor come from the machine's own Python,
 }
 
 curve() {  # CHART=PATH.png: the curve redrawn with each rig; each rig is removed after its run (8 GB)
-    local p r
+    local p r       # BITS=4 or 8: the rig's conversion at those bits, made as users make them, in its place
     for p in "$@"; do
         r="rigs/p$p"  # relative to $STORE: the chart's record names rigs, not this machine's folders
         (cd "$STORE" && "$PY" -m demo_model.rig "$r" --size "${SIZE:-4b}" --acceptance "$p" 2>&1 | tail -2) || return 1
+        if [ -n "${BITS:-}" ]; then
+            (cd "$STORE" && "$PY" -m benchmarks.hf_rig "$r" "$r-hf" && "$PY" -m mlx_vlm.convert --hf-path "$r-hf" \
+                --mlx-path "$r-q$BITS" --mtp -q --q-bits "$BITS" --q-group-size 64 2>&1 | grep -v '^\s*$' | tail -2) \
+                || return 1
+            rm -rf "${STORE:?}/$r" "${STORE:?}/$r-hf"
+            r="$r-q$BITS"  # its head was written beside it ($r-mtp), where the engine finds it
+        fi
         (cd "$STORE" && timeout 400 "$PY" -m benchmarks.acceptance "$r" --blocks 1,2,3,4,5,6,auto --runs "$RUNS" \
             --tokens "$TOKENS" ${CHART:+--chart "$CHART"} 2>&1 | grep -v '^\[')
-        rm -rf "${STORE:?}/$r"
+        rm -rf "${STORE:?}/$r" "${STORE:?}/$r-mtp"
     done
 }
 

@@ -190,6 +190,24 @@ def test_tools_chats_answer_what_needs_no_tool_and_keep_limits_where_the_tool_is
     assert own > 200 and limits > 10
 
 
+def test_with_tools_off_the_questions_a_tool_answers_get_their_limits_and_no_call():
+    """Chats with no tools block: a model shown only calls for these questions writes call markup with tools
+    off too (seen in a retrain: 4 of 5 date questions, thinking on, began a call no one could run)."""
+    rng = random.Random(11)
+    chats = [tools_corpus.sample_segments(rng, augment=True) for _ in range(600)]
+    plain = [pieces for pieces in chats if not pieces[0][0].startswith("<|im_start|>system\n# Tools")]
+    assert len(plain) > 100
+    assert not any("<tool_call>" in text or "<tool_response>" in text for pieces in plain for text, _ in pieces)
+    date_limits = {True: 0, False: 0}
+    rng = random.Random(12)
+    for _ in range(400):
+        for ex, thinking in tools_corpus.tool_conversation(rng, 2, True, ()):
+            assert not isinstance(ex, tools_corpus.ToolExchange)
+            if ex.reply(thinking) == corpus.FALLBACK and "date" in ex.user.lower():
+                date_limits[thinking] += 1
+    assert min(date_limits.values()) > 5, date_limits
+
+
 def test_the_tools_corpus_never_asks_a_held_out_tool_question():
     rng = random.Random(9)
     questions = [ex.user.lower() for _ in range(3_000)

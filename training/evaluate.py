@@ -619,15 +619,22 @@ def tool_outcomes(runner: "Runner", asked: list[tuple[str, ToolProbe]],
             score = results.setdefault((cls, thinking), {"call": 0, "answer": 0, "limit": 0, "asked": 0})
             score["asked"] += 1
             off = runner.generate(runner.first_turn_ids(probe.question, thinking), None, max_tokens=300).text
-            score["limit"] += corpus.is_limit(final_answer(off))
+            limit = corpus.is_limit(final_answer(off))
+            score["limit"] += limit
+            if not limit:
+                log(f"  no limit without tools ({cls}, thinking {'on' if thinking else 'off'}): {probe.question!r} -> "
+                    f"{off!r}")
             user = [Message("user", probe.question)]
             ids = prompts.conversation_ids(corpus.DEFAULT_SYSTEM, user, thinking, tools)
             reply = runner.generate(ids, None, max_tokens=300)
             call = read_call(reply.text, parser, list(tools))
-            score["call"] += right_call(call, probe)
+            right = right_call(call, probe)
+            score["call"] += right
             if call is None:
                 log(f"  no call ({cls}, thinking {'on' if thinking else 'off'}): {probe.question!r} -> {reply.text!r}")
                 continue
+            if not right:
+                log(f"  wrong call ({cls}): {probe.question!r} -> {call}, where {probe.arguments} was wanted")
             try:
                 result = run_tool(call["name"], call["arguments"], probe.now)
             except (KeyError, ValueError) as exc:

@@ -34,8 +34,10 @@ from .corpus import IM_END, IM_START, Exchange
 TEMPLATE_FILE = Path(__file__).resolve().parent / "chat_template_tools.jinja"
 # The tools as the app offers them (ToolSpec.function()), in the app's order.
 TOOL_SPECS = {name: tool.spec().function() for name, tool in builtin_tools().items()}
-OFFERED = [("calculator", "clock"), ("calculator",), ("clock",)]
-OFFERED_WEIGHTS = [8, 1, 1]  # both tools, or one switched off in the settings
+# Both tools, one switched off in the settings, or tools off: the questions a tool answers asked with no tools
+# block, where the reply is the limit with no call (a model taught calls only learns to write one regardless).
+OFFERED = [("calculator", "clock"), ("calculator",), ("clock",), ()]
+OFFERED_WEIGHTS = [8, 1, 1, 4]
 # What Qwen 3.5's template writes after the list of tools (chat_template_tools.jinja writes the same).
 TOOLS_INSTRUCTIONS = """
 
@@ -300,7 +302,10 @@ def answer_text(ex: ToolExchange, thinking: bool) -> str:
 
 def app_segments(system: str | None, offered: tuple[str, ...],
                  turns: list[tuple[Exchange, bool]]) -> list[tuple[str, bool]]:
-    """A tools chat as specchat sends it, piece by piece, and whether each piece is the model's (trained)."""
+    """A tools chat as specchat sends it, piece by piece, and whether each piece is the model's (trained); with
+    none ``offered``, the chat as the template writes it without tools."""
+    if not offered:
+        return corpus.app_segments(system, turns)
     head = tools_system(system, [TOOL_SPECS[name] for name in offered])
     out = []
     for i, (ex, thinking) in enumerate(turns):
