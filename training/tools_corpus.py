@@ -100,6 +100,15 @@ OTHER_MATHS_EXPRESSIONS = {
     "Split {a} into {b} equal parts.": "{a} / {b}", "Calculate {a} / {b}.": "{a} / {b}",
     "Compute {a} divided by {b}.": "{a} / {b}", "What is {a} over {b}?": "{a} / {b}",
 }
+# More wordings of roots and powers than the corpus's own (with two each, the first run miscalled a root asked
+# another way); none is a held-out wording of training/evaluate.py.
+MORE_WORDINGS = {
+    "sqrt({a})": ["What's the square root of {a}?", "Square root of {a}?", "Calculate the square root of {a}.",
+                  "Work out the square root of {a}.", "Give me the square root of {a}.", "√{a} = ?",
+                  "Tell me the square root of {a}.", "What is √{a}?"],
+    "{b} ** {c}": ["What is {b} raised to the power {c}?", "Raise {b} to the power of {c}.", "Compute {b}^{c}.",
+                   "Work out {b} to the power of {c}.", "What's {b} to the {c}th power?"],
+}
 DATE_QUESTIONS = [
     "What is today's date?", "What's the date today?", "What day is it today?", "Which day of the week is it?",
     "What is the date?", "Tell me today's date.", "What weekday is it today?", "What's today's date?",
@@ -196,8 +205,12 @@ def other_maths_question(rng: random.Random) -> ToolExchange:
         template = next((t for t in OTHER_MATHS_EXPRESSIONS if re.fullmatch(_pattern(t), limit.user)), None)
         if template:
             values = re.fullmatch(_pattern(template), limit.user).groupdict()
+            expression = OTHER_MATHS_EXPRESSIONS[template].format(**values)
+            more = MORE_WORDINGS.get(OTHER_MATHS_EXPRESSIONS[template])
+            if more and rng.random() < 0.5:
+                limit = replace(limit, user=rng.choice(more).format(**values))
             why = "That needs division, fractions, powers or roots, so the calculator works it out."
-            return calculator_exchange(limit.user, OTHER_MATHS_EXPRESSIONS[template].format(**values), why, limit)
+            return calculator_exchange(limit.user, expression, why, limit)
 
 
 def too_long_question(rng: random.Random) -> ToolExchange:
