@@ -6,9 +6,10 @@ import logging
 import pytest
 
 from demo_model import DEFAULT_MODEL as DEMO
-from engines import Answer, Done, EngineInfo, GenerationOptions, Message, Thinking, Turn, guarded
+from engines import Answer, Done, EngineInfo, GenerationOptions, Message, Thinking, ToolCall, Turn, guarded
 from engines.base import Example, read_examples
 from training.corpus import is_held_out
+from webapp.tools.builtin import builtin_tools, run_builtin
 
 SHIPPED = json.loads((DEMO / "examples.json").read_text())
 THINKING_ON, THINKING_OFF = 512, 0
@@ -53,19 +54,37 @@ def test_shipped_examples_cover_the_skills():
 
 
 def _reply(engine, text: str, budget: int, conversation: str) -> tuple[str, str, Done]:
+    """The reply as the app makes it: the built-in tools offered when the model's template renders them, each call
+    approved and run, the reply going on after its result; the text of its last step, and that step's Done."""
     # Block 4, where the acceptance asserted below (and quoted in the README) is measured: auto's block moves with
     # this machine's timings, and acceptance falls with depth.
     options = GenerationOptions(reasoning_budget=budget, temperature=0.0, draft_block_size=4)
-    turn = Turn(id="t", conversation_id=conversation, messages=[Message("user", text)], options=options)
-    thinking, answer, done = [], [], None
-    for event in guarded(engine.stream(turn)):
-        if isinstance(event, Thinking):
-            thinking.append(event.text)
-        elif isinstance(event, Answer):
-            answer.append(event.text)
-        elif isinstance(event, Done):
-            done = event
-    return "".join(thinking), "".join(answer), done
+    tools = builtin_tools() if engine.info().tools else {}
+    messages = [Message("user", text)]
+    for step in range(options.max_tool_steps + 1):
+        turn = Turn(id=f"t{len(messages)}", conversation_id=conversation, messages=list(messages), options=options,
+                    tools=tuple(tool.spec().function() for tool in tools.values()))
+        thinking, answer, calls, done = [], [], [], None
+        for event in guarded(engine.stream(turn)):
+            if isinstance(event, Thinking):
+                thinking.append(event.text)
+            elif isinstance(event, Answer):
+                answer.append(event.text)
+            elif isinstance(event, ToolCall):
+                calls.append(event)
+            elif isinstance(event, Done):
+                done = event
+        if not calls or step == options.max_tool_steps:
+            return "".join(thinking), "".join(answer), done
+        messages.append(Message("assistant", "".join(answer), "".join(thinking), tool_calls=tuple(calls)))
+        messages += [Message("tool", _result(tools, call), tool_call_id=call.call) for call in calls]
+
+
+def _result(tools: dict, call: ToolCall) -> str:
+    """What the app sends the model for ``call`` (webapp/tools): the tool's text, or why it could not run."""
+    if call.error or call.name not in tools:
+        return call.error or f"There is no tool named {call.name}."
+    return run_builtin(tools[call.name], call.arguments).text()
 
 
 @pytest.fixture(scope="module")
