@@ -236,3 +236,36 @@ def test_the_default_corpus_is_unchanged_by_the_tools_option():
     offered = sum(w for o, w in zip(tools_corpus.OFFERED, tools_corpus.OFFERED_WEIGHTS) if o)
     expected = 400 * 0.5 * offered / sum(tools_corpus.OFFERED_WEIGHTS)
     assert expected - 50 < sum("# Tools" in pieces[0][0] for pieces in with_tools) < expected + 50
+
+
+def test_tool_tokens_make_a_results_markers_single_tokens_and_the_weights_grow_to_them(tmp_path):
+    """``--tool-tokens``: the tokenizer a retrain starts from spells <tool_response> and </tool_response> in one
+    token each, as Qwen 3.5's does; the rest encodes as before, and the shipped weights grow a row for each."""
+    import numpy as np
+    from safetensors.numpy import load_file
+    from tokenizers import Tokenizer
+
+    from training.train import grown
+
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        (tmp_path / name).write_bytes((DEFAULT_MODEL / name).read_bytes())
+    shipped = Tokenizer.from_file(str(DEFAULT_MODEL / "tokenizer.json"))
+    tools_corpus.install_template(tmp_path)
+    assert tools_corpus.install_tool_tokens(tmp_path) == shipped.get_vocab_size() + 2
+    assert tools_corpus.install_tool_tokens(tmp_path) == shipped.get_vocab_size() + 2  # once only
+    tok = Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    result = "\n<|im_start|>user\n<tool_response>\n12\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n"
+    assert (len(tok.encode(result).ids), len(shipped.encode(result).ids)) == (17, 34)
+    assert tok.decode(tok.encode(result).ids, skip_special_tokens=True).count("tool_response>") == 2
+    rng = random.Random(3)
+    for pieces in (tools_corpus.sample_segments(rng, augment=True) for _ in range(50)):
+        text = "".join(piece for piece, _ in pieces)
+        if "<tool_response>" not in text:
+            assert tok.encode(text).ids == shipped.encode(text).ids
+    state = load_file(str(DEFAULT_MODEL / "model.safetensors"))
+    key = "language_model.model.embed_tokens.weight"
+    shapes = {k: v.shape for k, v in state.items()} | {key: (tok.get_vocab_size(), state[key].shape[1])}
+    bigger = grown(state, shapes)
+    assert bigger[key].shape == shapes[key] and np.array_equal(bigger[key][:-2], state[key])
+    assert np.allclose(bigger[key][-1], state[key].astype(np.float32).mean(axis=0), atol=1e-3)
+    assert all(np.array_equal(bigger[k], v) for k, v in state.items() if k != key)

@@ -13,6 +13,11 @@ call (``engines.mlx.prompts.PromptBuilder.tool_result_ids``).
 
     python -m training.corpus --count 5 --tools-share 1     # print a few samples
     python -m training.tools_corpus --install-template CHECKPOINT     # give a checkpoint the tools template
+    python -m training.tools_corpus --install-template TOKENIZER --tool-tokens   # and the result's markers
+
+``--tool-tokens`` makes ``<tool_response>`` and ``</tool_response>`` single tokens, as Qwen 3.5's tokenizer has
+them (the demo tokenizer spells each in ten): a step after a call whose result is "12" prefills 17 tokens, not 34. It grows the
+vocabulary by two, so it is for the tokenizer a retrain starts from (training/train.py grows the weights to it).
 """
 
 from __future__ import annotations
@@ -353,11 +358,34 @@ def install_template(folder: Path) -> None:
     config_file.write_text(json.dumps(config, indent=2))
 
 
+TOOL_TOKENS = ("<tool_response>", "</tool_response>")
+
+
+def install_tool_tokens(folder: Path) -> int:
+    """Add TOOL_TOKENS to ``folder``'s tokenizer.json (ordinary added tokens, as Qwen 3.5 has them: decoded as
+    text); returns the vocabulary size."""
+    from tokenizers import AddedToken, Tokenizer
+
+    path = folder / "tokenizer.json"
+    tok = Tokenizer.from_file(str(path))
+    missing = [token for token in TOOL_TOKENS if tok.token_to_id(token) is None]
+    if missing:
+        tok.add_tokens([AddedToken(token, normalized=False, special=False) for token in missing])
+        tok.save(str(path))
+    return tok.get_vocab_size()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--install-template", metavar="FOLDER", type=Path, required=True,
                         help="write chat_template_tools.jinja into this checkpoint or tokenizer folder")
-    install_template(parser.parse_args().install_template)
+    parser.add_argument("--tool-tokens", action="store_true",
+                        help="also make <tool_response> and </tool_response> single tokens (a tokenizer to train "
+                             "from: the vocabulary grows by two)")
+    args = parser.parse_args()
+    install_template(args.install_template)
+    if args.tool_tokens:
+        print(f"vocabulary: {install_tool_tokens(args.install_template)} tokens")
 
 
 if __name__ == "__main__":

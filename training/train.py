@@ -124,6 +124,19 @@ def reference_ids(tokenizer_file: str) -> np.ndarray:
     return np.array(rows, np.int64)
 
 
+def grown(state: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    """``state`` for a model of ``shapes`` whose vocabulary is larger (a tokenizer with tokens added): each
+    embedding gains rows for the new tokens, set to its mean row, which training then moves."""
+    out = {}
+    for key, value in state.items():
+        rows = shapes.get(key, value.shape)[0]
+        if value.ndim == 2 and rows > value.shape[0] and shapes[key][1:] == value.shape[1:]:
+            mean = value.astype(np.float32).mean(axis=0, keepdims=True).astype(value.dtype)
+            value = np.concatenate([value, np.repeat(mean, rows - value.shape[0], axis=0)])
+        out[key] = value
+    return out
+
+
 def save_weights(model, out: Path) -> list[str]:
     from safetensors.numpy import save_file
 
@@ -198,14 +211,16 @@ def main() -> None:
 
     model = Qwen35WithMTP(config)
     if args.init:
-        from safetensors.torch import load_file
+        from safetensors.numpy import load_file
 
         init = Path(args.init)
         state = {}
         for shard in sorted(init.glob("weights-*.safetensors")) or [init / "model.safetensors"]:
             state.update(load_file(str(shard)))
         # An exported checkpoint also holds the unused vision stub; the rest is this model's state.
-        model.load_state_dict({k: v for k, v in state.items() if not k.startswith("vision_tower.")})
+        state = {k: v for k, v in state.items() if not k.startswith("vision_tower.")}
+        shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in grown(state, shapes).items()})
         log(f"initialised from {args.init}")
     model = model.to(device)
     n_params = sum(p.numel() for p in model.parameters())

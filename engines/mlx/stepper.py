@@ -314,6 +314,10 @@ class TargetStepper:
         mx = _mx()
         self.reserve(caches, caches.offset + len(ids))
         tail, step = None, chunk or len(ids)
+        if images is None and SHORT_FEED < len(ids) <= SEQUENTIAL_FEED:
+            # A next step's few dozen tokens (a tool's result, a short turn) as compiled pieces: 34 tokens took 36 ms
+            # where one uncompiled feed of them took 54 on the demo model on a CPU.
+            step = min(step, SHORT_FEED)
         for start in range(0, len(ids), step):
             if cancelled():
                 return None
