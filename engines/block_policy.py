@@ -9,22 +9,23 @@ costs on this machine and model, the expected speed-up over plain decoding at bl
 and the policy runs the k in ``BLOCKS`` with the largest S, deciding again every ``DECIDE_EVERY`` rounds (a new
 block must promise ``SWITCH_GAIN`` times the running one's S), or plain steps (block 1: drafting off) while the
 best S is below 1, trying drafting again now and then (drafting that runs goes off only below ``OFF_BELOW``: near
-1 the estimate is noise, and going off by mistake costs far more than drafting on at S ≈ 1): after ``RETRY_FIRST`` plain steps, then twice as many
-after each try that did not pay, up to ``RETRY_MOST`` (a try that pays sets the wait back to ``RETRY_FIRST``); a
-try runs ``PROBE_ROUNDS`` rounds at the block the model rates best among those that would pay were every draft
-kept (none: no try, and the wait doubles), then decides again.
+1 the estimate is noise, and going off by mistake costs far more than drafting on at S ≈ 1): after
+``RETRY_FIRST`` plain steps, then twice as many after each try that did not pay, up to ``RETRY_MOST`` (a try
+that pays sets the wait back to ``RETRY_FIRST``); a try runs ``PROBE_ROUNDS`` rounds at the block the model rates
+best among those that would pay were every draft kept (none: no try, and the wait doubles), then decides again.
 
 Acceptance is learned per draft depth as the chance that depth d is kept when depth d − 1 was, counted over
 the recent rounds (older ones fade by ``FADE`` a round); a depth not yet drafted is taken to keep as often as
 the one before it. It is kept per conversation (``Learned``), so a next reply starts from it.
 
-Round costs (``RoundTimes``) are what rounds take as they run, per block (the median of the last
-``TIME_SAMPLES``; the first round after a change of block is not counted: it is not pipelined, and may compile
-the block's steps): draft steps, verify, rejections' rollback and the host's share alike. A block not yet run
+Round costs (``RoundTimes``) are what rounds take as they run, per block (the mean of the last ``TIME_SAMPLES``
+less the slowest; the first round after a change of block is not counted: it is not pipelined, and may compile the
+block's steps): draft steps, verify, rejections' rollback and the host's share alike. A block not yet run
 is priced by a model scaled to the nearest block that ran: from given step costs when there are any
 (``t_plain``, ``t_draft``, ``t_verify(k)``: t_round(k) = (k − 1)·t_draft + t_verify(k)), else
-t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). Without a measured plain step the policy first runs
-``PLAIN_PROBE`` plain steps to measure one.
+t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). A neighbour of the best block rated close to it is measured when never
+measured, and afresh when its times are ``REMEASURE_AFTER`` rounds old. Without a measured plain step the policy
+first runs ``PLAIN_PROBE`` plain steps to measure one.
 
 Only blocks whose steps are compiled are picked (``Memory.ready``; None: every block): the first round at a new
 block compiles its steps, seconds on a GPU, so the engine compiles the others in the background after its warm-up
@@ -59,6 +60,9 @@ PROBE_ROUNDS = 4
 # measure it, since a model's price off by a few percent otherwise keeps auto one block too shallow or deep.
 EXPLORE_WITHIN = 0.9
 EXPLORE_ROUNDS = MIN_SAMPLES + 1  # its first round is not timed
+# A neighbour's time measured this many rounds ago is measured again (afresh) when it is rated close: a few early
+# rounds (the machine busy, caches cold) otherwise price it for good, and auto never returns to a better block.
+REMEASURE_AFTER = 64
 LEARNED_CONVERSATIONS = 64
 
 
@@ -123,13 +127,30 @@ class RoundTimes:
     def __init__(self, given: StepCosts | None = None):
         self.given = given
         self._seen: dict[int, deque] = {}
+        self._rounds = 0  # rounds timed so far, at any block
+        self._last: dict[int, int] = {}  # block -> ``_rounds`` at its latest timed round
 
     def observe(self, block: int, seconds: float) -> None:
         self._seen.setdefault(block, deque(maxlen=TIME_SAMPLES)).append(seconds)
+        self._rounds += 1
+        self._last[block] = self._rounds
+
+    def age(self, block: int) -> int | None:
+        """Rounds timed since ``block``'s latest (None: never timed)."""
+        return self._rounds - self._last[block] if block in self._last else None
+
+    def restart(self, block: int) -> None:
+        """Forget ``block``'s times, so that the next ones measure it afresh."""
+        self._seen.pop(block, None)
 
     def measured(self, block: int) -> float | None:
         seen = self._seen.get(block)
-        return statistics.median(seen) if seen is not None and len(seen) >= MIN_SAMPLES else None
+        if seen is None or len(seen) < MIN_SAMPLES:
+            return None
+        # The mean, as tokens per second go, not the median: a round that kept every draft was planned while the
+        # one before computed and is cheap, one that rejected is dear, and at middling acceptance the median round
+        # of a deep block is a dear one. The slowest time is left out: a stall, not the block's cost.
+        return statistics.fmean(sorted(seen)[:-1])
 
     def plain(self) -> float | None:
         measured = self.measured(1)
@@ -293,20 +314,23 @@ class BlockPolicy:
         if best is None:
             self._set(self._start_off())
             return
-        unpriced = self._unmeasured_neighbour(best)
+        unpriced = self._neighbour_to_measure(best)
         if unpriced is not None:
+            self.times.restart(unpriced)
             self._probing = EXPLORE_ROUNDS
             self._set(unpriced)
         elif best != self._block and self.speedup(best) > SWITCH_GAIN * (self.speedup(self._block) or 0.0):
             self._set(best)
 
-    def _unmeasured_neighbour(self, best: int) -> int | None:
-        """A block next to ``best`` whose round was never timed on this machine and model and that is rated
-        close to it: the one to measure (None with costs given, or when both neighbours are known or far)."""
+    def _neighbour_to_measure(self, best: int) -> int | None:
+        """A block next to ``best`` whose round was never timed on this machine and model, or not for
+        ``REMEASURE_AFTER`` rounds, and that is rated close to it: the one to measure (None with costs given, or
+        when both neighbours are freshly known or far)."""
         if self.times.given is not None:
             return None
         rated = self.speedup(best)
-        near = [(s, k) for k in (best - 1, best + 1) if k in self._blocks() and self.times.measured(k) is None
+        near = [(s, k) for k in (best - 1, best + 1) if k in self._blocks() and k != self._block
+                and (self.times.measured(k) is None or self.times.age(k) >= REMEASURE_AFTER)
                 and (s := self.speedup(k)) is not None and s >= EXPLORE_WITHIN * rated]
         return max(near)[1] if near else None
 

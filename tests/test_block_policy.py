@@ -7,8 +7,8 @@ import random
 import pytest
 
 from engines.block_policy import (
-    BLOCKS, DECIDE_EVERY, PLAIN_PROBE, PROBE_ROUNDS, RETRY_FIRST, Learned, Memory, StepCosts, add_histories,
-    block_label,
+    BLOCKS, DECIDE_EVERY, PLAIN_PROBE, PROBE_ROUNDS, REMEASURE_AFTER, RETRY_FIRST, Learned, Memory, RoundTimes,
+    StepCosts, add_histories, block_label,
 )
 
 # A CPU-like machine: a head step 0.12 of a plain step, each verified row 0.14 more (benchmarks.rounds' figures).
@@ -231,3 +231,32 @@ def test_with_no_block_compiled_drafting_waits_off():
     memory = Memory(COSTS)
     memory.ready = set()
     assert set(play(memory.policy("chat"), 40, keep=0.97)) == {1}
+
+
+def test_a_blocks_time_is_the_mean_of_its_rounds_less_the_slowest():
+    """Rounds that kept every draft are cheap and those that rejected dear: the mean prices throughput, where at
+    middling acceptance the median is a dear round; the slowest is a stall and is left out."""
+    times = RoundTimes()
+    for seconds in (1.0, 3.0, 1.0, 3.0, 3.0):
+        times.observe(3, seconds)
+    assert times.measured(3) == pytest.approx(2.0)  # the median would say 3.0
+    times.observe(3, 50.0)
+    assert times.measured(3) == pytest.approx(2.2)
+
+
+@pytest.mark.parametrize("age, measured_again", [(REMEASURE_AFTER, True), (REMEASURE_AFTER - DECIDE_EVERY - 1, False)])
+def test_a_neighbours_old_price_is_measured_afresh(age, measured_again):
+    """Block 3 was priced by a few slow rounds long ago (a busy machine): once that price is REMEASURE_AFTER rounds
+    old and block 3 is rated close to the running block 2, auto measures it again from scratch."""
+    memory = Memory()
+    for _ in range(4):
+        memory.times.observe(1, 0.010)
+    for _ in range(4):
+        memory.times.observe(3, 0.018)  # rated within EXPLORE_WITHIN of block 2
+    for _ in range(age):
+        memory.times.observe(2, 0.013)
+    policy = memory.policy("chat")
+    assert policy.block() == 2
+    for i in range(DECIDE_EVERY):
+        policy.observe(2, int(i % 4 != 0), 0.013)
+    assert (policy.block() == 3 and memory.times.measured(3) is None) is measured_again, policy.block()
