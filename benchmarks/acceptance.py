@@ -32,11 +32,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks.figures import spread
 from benchmarks.rounds import PROMPT, step_costs
-
-
-def spread(values: list[float], digits: int = 2) -> str:
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def chart_named(argv: list[str], chart: Path) -> list[str]:

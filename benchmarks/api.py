@@ -9,7 +9,6 @@ before it.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ from pathlib import Path
 import orjson
 import requests
 
+from benchmarks.figures import spread
 from tests.support.harness import ServerProcess
 
 PROMPT = "What is 4821 + 3977?"
@@ -63,10 +63,6 @@ def api_run(url: str, model: str, system: str) -> tuple[float, float]:
     return (first - start) * 1000, (tokens - 1) / (last - first)
 
 
-def spread(values: list[float], digits: int = 3) -> str:
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", help="model folder (default: the bundled demo model)")
@@ -100,7 +96,7 @@ def main() -> None:
             through = api_run(server.url, served, options.system_prompt)
             rates.append(through[1] / own[1])
             ttfts.append(through[0] - own[0])
-        print(f"decode rate through the API ÷ the engine's: {spread(rates)} (median, min-max of {args.rounds} "
+        print(f"decode rate through the API ÷ the engine's: {spread(rates, 3)} (median, min-max of {args.rounds} "
               "interleaved pairs)")
         print(f"time to first token through the API − the engine's: {spread(ttfts, 1)} ms")
     finally:

@@ -18,6 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.figures import spread
+
 PROMPT = "Describe what you see, word by word."
 
 
@@ -28,14 +30,6 @@ def picture(side: int) -> bytes:
     out = io.BytesIO()
     Image.effect_noise((side, side), 48).convert("RGB").save(out, format="PNG")
     return out.getvalue()
-
-
-def spread(values: list[float], digits: int = 2, unit: str = "") -> str:
-    known = [v for v in values if v is not None]
-    if not known:
-        return "-"
-    return (f"{statistics.median(known):.{digits}f}{unit} ({min(known):.{digits}f}-{max(known):.{digits}f}"
-            f"{unit})")
 
 
 def main() -> None:

@@ -44,6 +44,8 @@ from pathlib import Path
 
 import requests
 
+from benchmarks.figures import spread
+
 BAR_MS = 50.0
 QUESTION = "What is 2+3?"
 # About 500 tokens under the scripted model's tokenizer (some 200 under a real model's).
@@ -144,10 +146,6 @@ def asked(n: int, question: str) -> str:
     return f"Run {n}. {NOTES}\n\n{question}"
 
 
-def spread(values: list[float], digits: int = 1) -> str:
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-
-
 def median(runs: list[Run], field: str) -> float:
     return statistics.median(getattr(r, field) for r in runs)
 
@@ -227,7 +225,7 @@ def main() -> None:
     for mode, measured in runs.items():
         latency = [r.latency for r in measured]
         verdict = "yes" if statistics.median(latency) < BAR_MS else "NO"
-        print(f"{labels[mode]} | {spread(latency)} | {verdict} | {median(measured, 'finish'):.1f} | "
+        print(f"{labels[mode]} | {spread(latency, 1)} | {verdict} | {median(measured, 'finish'):.1f} | "
               f"{median(measured, 'loop'):.1f} | {median(measured, 'first'):.1f}: {median(measured, 'prompt'):.1f} + "
               f"{median(measured, 'prefill'):.1f} ({median(measured, 'new_tokens'):.0f} new of "
               f"{median(measured, 'prompt_tokens'):.0f}) + {median(measured, 'after'):.1f} | "

@@ -129,10 +129,10 @@ def grown(state: dict[str, np.ndarray], shapes: dict[str, tuple[int, ...]]) -> d
     embedding gains rows for the new tokens, set to its mean row, which training then moves."""
     out = {}
     for key, value in state.items():
-        rows = shapes.get(key, value.shape)[0]
-        if value.ndim == 2 and rows > value.shape[0] and shapes[key][1:] == value.shape[1:]:
+        wanted = tuple(shapes.get(key, value.shape))
+        if value.ndim == 2 and wanted[0] > value.shape[0] and wanted[1:] == value.shape[1:]:
             mean = value.astype(np.float32).mean(axis=0, keepdims=True).astype(value.dtype)
-            value = np.concatenate([value, np.repeat(mean, rows - value.shape[0], axis=0)])
+            value = np.concatenate([value, np.repeat(mean, wanted[0] - value.shape[0], axis=0)])
         out[key] = value
     return out
 
