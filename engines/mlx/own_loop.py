@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 
 from .decoding import Decoder, DecodeState
+from .detokenizer import streaming_detokenizer
 from .images import TurnImages
 from .sampling import Sampling
 
@@ -42,7 +43,6 @@ class OwnLoop:
 
     def phase(self, gen, input_ids: list[int], max_tokens: int) -> str:
         import mlx.core as mx
-        from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 
         options, conversation, images = gen.options, gen.conversation, gen.images
         state = self._state_for(conversation.decode, input_ids, images)
@@ -63,7 +63,7 @@ class OwnLoop:
             gen.meter.prefill_ms = round((time.perf_counter() - started) * 1000.0, 1)
         state.images = images.shas
         conversation.decode = state
-        detokenizer = make_streaming_detokenizer(gen.loaded.processor)
+        detokenizer = streaming_detokenizer(gen.loaded.processor)
         generated: list[int] = []
         ended = None
         block = (self.policy or options.draft_block_size) if gen.speculative else 1

@@ -10,6 +10,7 @@ import time
 
 from ..block_policy import AUTO
 from . import qwen35
+from .detokenizer import streaming_detokenizer
 from .qwen35 import cached_ids, cached_positions, drafter_rounds, keep_cached_ids
 
 
@@ -43,13 +44,12 @@ class VlmLoop:
             # "auto" is specchat's own loop's: here the drafter runs at the block its own config names.
             block = None if options.draft_block_size == AUTO else options.draft_block_size
             kwargs.update(draft_model=loaded.drafter, draft_kind=loaded.drafter_kind, draft_block_size=block)
-        from mlx_vlm.tokenizer_utils import make_streaming_detokenizer
 
         first_phase = gen.first_phase
         started = time.perf_counter()
         stream = stream_generate(loaded.model, loaded.processor, "", **kwargs)
         # Text comes from our own detokenizer, so a reply cut short here still gets its last token's text.
-        detokenizer = make_streaming_detokenizer(loaded.processor)
+        detokenizer = streaming_detokenizer(loaded.processor)
         finish = "length"
         try:
             for chunk in stream:
