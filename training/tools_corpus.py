@@ -112,12 +112,13 @@ MORE_WORDINGS = {
                   "Work out the square root of {a}.", "Give me the square root of {a}.", "√{a} = ?",
                   "Tell me the square root of {a}.", "What is √{a}?"],
     "{b} ** {c}": ["What is {b} raised to the power {c}?", "Raise {b} to the power of {c}.", "Compute {b}^{c}.",
-                   "Work out {b} to the power of {c}.", "What's {b} to the {c}th power?"],
+                   "Work out {b} to the power of {c}.", "What's {b} to the power of {c}?", "Calculate {b} raised to the power {c}."],
 }
-# A root is written as a call, sqrt(N), where every other expression starts with the number: copying N after
-# "sqrt(" is a skill of its own, and at 2 of the 28 wordings' share the second run never learnt it (it wrote
-# "sqrt(1" for every root, in trained wordings too). A third of these questions are roots.
-ROOTS_SHARE = 0.33
+# Shares of these questions given to roots and powers, the rest drawn as the corpus draws them. A root is written as
+# a call, sqrt(N), where every other expression starts with the number: copying N after "sqrt(" is a skill of its
+# own, and at 2 of the 28 wordings' share the second run never learnt it (it wrote "sqrt(1" for every root, in
+# trained wordings too). With roots at a third, the third run wrote "N ** 2" for "Find N to the power 3.".
+CALL_SHARES = {"sqrt({a})": 0.25, "{b} ** {c}": 0.2}
 DATE_QUESTIONS = [
     "What is today's date?", "What's the date today?", "What day is it today?", "Which day of the week is it?",
     "What is the date?", "Tell me today's date.", "What weekday is it today?", "What's today's date?",
@@ -209,11 +210,16 @@ def percent_question(rng: random.Random) -> ToolExchange:
 
 
 def other_maths_question(rng: random.Random) -> ToolExchange:
-    roots = rng.random() < ROOTS_SHARE
+    draw, wanted = rng.random(), None
+    for expression, share in CALL_SHARES.items():
+        if draw < share:
+            wanted = expression
+            break
+        draw -= share
     while True:
         limit = corpus.other_maths(rng)
         template = next((t for t in OTHER_MATHS_EXPRESSIONS if re.fullmatch(_pattern(t), limit.user)), None)
-        if template and (not roots or OTHER_MATHS_EXPRESSIONS[template] == "sqrt({a})"):
+        if template and wanted in (None, OTHER_MATHS_EXPRESSIONS[template]):
             values = re.fullmatch(_pattern(template), limit.user).groupdict()
             expression = OTHER_MATHS_EXPRESSIONS[template].format(**values)
             more = MORE_WORDINGS.get(OTHER_MATHS_EXPRESSIONS[template])
