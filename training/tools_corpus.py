@@ -112,7 +112,8 @@ MORE_WORDINGS = {
                   "Work out the square root of {a}.", "Give me the square root of {a}.", "√{a} = ?",
                   "Tell me the square root of {a}.", "What is √{a}?"],
     "{b} ** {c}": ["What is {b} raised to the power {c}?", "Raise {b} to the power of {c}.", "Compute {b}^{c}.",
-                   "Work out {b} to the power of {c}.", "What's {b} to the power of {c}?", "Calculate {b} raised to the power {c}."],
+                   "Work out {b} to the power of {c}.", "What's {b} to the power of {c}?",
+                   "Calculate {b} raised to the power {c}."],
 }
 # Shares of these questions given to roots and powers, the rest drawn as the corpus draws them. A root is written as
 # a call, sqrt(N), where every other expression starts with the number: copying N after "sqrt(" is a skill of its
