@@ -11,7 +11,8 @@ from demo_model import DEFAULT_MODEL  # noqa: E402
 from engines.mlx.detokenizer import EagerBPEDetokenizer, streaming_detokenizer  # noqa: E402
 from engines.mlx.loading import load_model  # noqa: E402
 
-TEXTS = ["Hello there, naïve café — 東京 🙂 ok.", " a leading space", "<think>\nThe calculator gave 12.\n</think>\n\n= 12."]
+TEXTS = ["Hello there, naïve café — 東京 🙂 ok.", " a leading space",
+         "<think>\nThe calculator gave 12.\n</think>\n\n= 12."]
 
 
 @pytest.fixture(scope="module")
