@@ -20,9 +20,9 @@ that time (medians, so the parts need not add up exactly):
   next turn handed to the engine's thread);
 - to the first text: from the next step's start to the engine's first text, made of the prompt (the cached ids
   extended by the result), its prefill (only the result and the template's text around it when the
-  conversation's cache is reused: the tokens are given) and what comes after it: the streaming detokenizer holds
-  a word until the next token starts another, so the first text waits for the second token (a plain step with
-  drafting off, a whole draft round with it on);
+  conversation's cache is reused: the tokens are given) and what comes after it: the prefill gives the first
+  token, whose text goes out with it (engines/mlx/detokenizer.py), so this part is near nothing unless that token
+  makes no text (markup, half a character);
 - to the tab: from the engine's first text to the frame the client reads.
 
 Below the table, the prefill of the call's own step (the whole message, cold): what the next step would pay

@@ -52,7 +52,7 @@ def build_tokenizer(out: Path, vocab_size: int = VOCAB_SIZE, corpus: list[str] |
 def word_mask(out: Path) -> list[float]:
     """1.0 for whole words (printable, with a leading space), 0.0 for the rest.
 
-    Streaming detokenizers release text at word starts, so word tokens stream one by one.
+    Each token is then a word of its own, and a reply streams word by word.
     """
     from tokenizers import Tokenizer
 

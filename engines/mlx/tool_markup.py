@@ -5,7 +5,7 @@ The format (Qwen 3.5's ``<tool_call>\\n<function=NAME>\\n<parameter=P>\\nVALUE\\
 </tool_call>``, among others) is the one mlx-vlm's registry finds for the template, and each call's body is read
 by mlx-vlm's parser for it, which types the values by the tool's schema. The calls are found by token, not by
 text: the markers are single tokens in the tokenizers that use them, so a call's tokens never reach the reply's
-text (a streaming detokenizer releases text late, which would show part of a call first), and the verify rounds
+text (a streaming detokenizer may release text late, which would show part of a call first), and the verify rounds
 whose tokens are markup are known exactly (``tool_acceptance``).
 """
 
