@@ -61,3 +61,9 @@ def test_a_half_character_at_the_end_is_dropped_and_a_leading_space_trimmed_wher
     assert "".join(stream(trimmed, demo.tokenizer.encode(" two words", add_special_tokens=False))) == "two words"
     half = demo.tokenizer.encode("ok 🙂", add_special_tokens=False)[:-1]
     assert "".join(stream(streaming_detokenizer(demo.processor), half)) == "ok "
+
+
+def test_an_entry_outside_the_byte_alphabet_streams_as_the_text_it_is():
+    # An added token is kept as plain text in a byte-level vocabulary; "→" is no byte's stand-in.
+    detokenizer = EagerBPEDetokenizer(["<tool>", "→", "\u0120ok"], trim_space=False)
+    assert "".join(stream(detokenizer, [0, 1, 2])) == "<tool>→ ok"

@@ -23,6 +23,12 @@ def _byte_of() -> dict[str, int]:
 BYTE_OF = _byte_of()
 
 
+def _bytes(piece: str) -> bytes:
+    """A vocabulary entry's bytes; a character outside the byte alphabet (an added token written as plain text)
+    stands for itself."""
+    return b"".join(bytes((BYTE_OF[c],)) if c in BYTE_OF else c.encode() for c in piece)
+
+
 class EagerBPEDetokenizer:
     """The interface of mlx-vlm's streaming detokenizers (``add_token``, ``finalize``, ``last_segment``,
     ``text``), for a byte-level BPE vocabulary."""
@@ -34,16 +40,13 @@ class EagerBPEDetokenizer:
 
     def reset(self) -> None:
         self.text = ""
-        self.tokens: list[int] = []
         self.offset = 0
         self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
 
     def add_token(self, token: int, skip_special_token_ids=()) -> None:
         if token in skip_special_token_ids:
             return
-        self.tokens.append(token)
-        piece = self._tokenmap[token] or ""
-        self._append(self._utf8.decode(bytes(BYTE_OF[c] for c in piece)))
+        self._append(self._utf8.decode(_bytes(self._tokenmap[token] or "")))
 
     def finalize(self) -> None:
         # A character left incomplete is dropped, as mlx-vlm's finalize drops it.
