@@ -101,7 +101,8 @@ def reply(machine: Machine, tokens: int, block: int = 1, policy=None, ran: dict 
         seconds += took
         if policy:
             policy.observe(at, kept, took)
-            ran[at] = ran.get(at, 0) + 1
+            if ran is not None:
+                ran[at] = ran.get(at, 0) + 1
     return made / seconds
 
 

@@ -16,8 +16,9 @@ call (``engines.mlx.prompts.PromptBuilder.tool_result_ids``).
     python -m training.tools_corpus --install-template TOKENIZER --tool-tokens   # and the result's markers
 
 ``--tool-tokens`` makes ``<tool_response>`` and ``</tool_response>`` single tokens, as Qwen 3.5's tokenizer has
-them (the demo tokenizer spells each in ten): a step after a call whose result is "12" prefills 17 tokens, not 34. It grows the
-vocabulary by two, so it is for the tokenizer a retrain starts from (training/train.py grows the weights to it).
+them (the demo tokenizer spells each in ten): a step after a call whose result is "12" prefills 17 tokens, not 34.
+It grows the vocabulary by two, so it is for the tokenizer a retrain starts from (training/train.py grows the
+weights to it).
 """
 
 from __future__ import annotations
@@ -211,12 +212,7 @@ def percent_question(rng: random.Random) -> ToolExchange:
 
 
 def other_maths_question(rng: random.Random) -> ToolExchange:
-    draw, wanted = rng.random(), None
-    for expression, share in CALL_SHARES.items():
-        if draw < share:
-            wanted = expression
-            break
-        draw -= share
+    wanted = rng.choices([*CALL_SHARES, None], weights=[*CALL_SHARES.values(), 1 - sum(CALL_SHARES.values())])[0]
     while True:
         limit = corpus.other_maths(rng)
         template = next((t for t in OTHER_MATHS_EXPRESSIONS if re.fullmatch(_pattern(t), limit.user)), None)
