@@ -227,3 +227,30 @@ def test_a_server_that_never_answers_fails_its_start_in_bounded_time(tmp_path, m
         assert time.perf_counter() - began < 5 and not result.ok and "could not be started" in result.text()
     finally:
         box.close()
+
+
+def test_a_start_that_meets_an_interpreter_fault_is_tried_again(tmp_path, monkeypatch):
+    """CPython 3.11 can fail building a syntax tree while another thread builds one (SystemError); such a start is
+    the interpreter's fault, not the server's, and is tried once more. A second fault fails the start."""
+    opened = []
+    real_open = mcp_client._Connection._open
+
+    async def open_failing(connection, stack, errlog, faults):
+        opened.append(connection.name)
+        if opened.count(connection.name) <= faults[connection.name]:
+            raise SystemError("AST constructor recursion depth mismatch (before=3, after=5)")
+        return await real_open(connection, stack, errlog)
+
+    faults = {"once": 1, "twice": 2}
+    monkeypatch.setattr(mcp_client._Connection, "_open",
+                        lambda connection, stack, errlog: open_failing(connection, stack, errlog, faults))
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"once": stdio("once"), "twice": stdio("twice")}}))
+    box = started(ToolBox(GenerationOptions, SwitchStore(tmp_path), read_config(path)))
+    try:
+        assert server(box, "once")["state"] == "ready" and opened.count("once") == 2
+        twice = server(box, "twice")
+        assert twice["state"] == "failed" and "SystemError" in twice["error"] and opened.count("twice") == 2
+        assert box.call("once", "echo", {"text": "x"}).ok
+    finally:
+        box.close()

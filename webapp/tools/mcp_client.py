@@ -84,6 +84,16 @@ class _Connection:
         self._ready.set()
 
     async def _serve(self) -> None:
+        try:
+            if await self._session(may_retry=True):
+                await self._session(may_retry=False)
+        finally:
+            self._client = None
+            self._ready.set()
+
+    async def _session(self, may_retry: bool) -> bool:
+        """Run the server's session until it stops; True where its start failed on an interpreter fault and may
+        be tried once more."""
         with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
             self._errlog = errlog
             try:
@@ -95,14 +105,19 @@ class _Connection:
                     log.info("MCP server %s: ready with %d tools", self.name, len(self.tools))
                     await self._stop.wait()
             except Exception as exc:  # whatever the SDK or the server raised, starting or later
+                # CPython 3.11 can raise SystemError ("AST constructor recursion depth mismatch", cpython#106905)
+                # where two threads build syntax trees at once, as the SDK's imports and any traceback do: not
+                # the server's fault, so such a start is tried again.
+                if may_retry and self.state == "starting" and isinstance(_leaf(exc), SystemError):
+                    log.warning("MCP server %s: starting again after %s", self.name, _leaf(exc))
+                    return True
                 if self.state != "failed":
                     self._fail(self._why(exc) if self.state == "starting" else
                                f"stopped ({type(exc).__name__}: {exc}); it is started again on its next use")
                     log.warning("MCP server %s: %s", self.name, self.error)
             finally:
-                self._client = None
                 self._errlog = None
-                self._ready.set()
+        return False
 
     async def _open(self, stack: AsyncExitStack, errlog) -> Client:
         config = self.config
