@@ -41,6 +41,22 @@ def chart_named(argv: list[str], chart: Path) -> list[str]:
     return [chart.name if arg == str(chart) else arg for arg in argv]
 
 
+def auto_costs(auto_rounds: list[tuple[int, int, float]], fixed: dict, changes: list[int]) -> str:
+    """What auto's rounds cost against the fixed lanes' rounds at the same blocks (above 1: auto pays for more than
+    its choices, as its changes of block, each a round not planned ahead), and how often it changed block. A round
+    at block k drafted k − 1 tokens."""
+    fixed_s = {b: statistics.fmean(s for _, _, s in seen) for b, seen in fixed.items()
+               if isinstance(b, int) and seen}
+    priced = [(s, fixed_s[d + 1]) for _, d, s in auto_rounds if d + 1 in fixed_s]
+    changed = f"changes of block per run {statistics.median(changes):g} ({min(changes)}-{max(changes)})" \
+        if changes else "no runs"
+    if not priced:
+        return f"auto: {changed}"
+    ratio = sum(s for s, _ in priced) / sum(f for _, f in priced)
+    return (f"auto: {changed}; its rounds at blocks with a fixed lane ({len(priced)} of {len(auto_rounds)}) took "
+            f"{ratio:.2f} of that lane's mean round")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("model")
@@ -83,6 +99,7 @@ def main() -> None:
     times, _ = step_costs(decoder, ids, drafting, args.reps)
     plain, draft = statistics.median(times["plain"]), statistics.median(times["draft"])
     histories: list[dict[str, int]] = []  # auto's rounds per block, per run
+    changes: list[int] = []  # auto's changes of block, per run
     verify = {k: statistics.median(times[f"verify {k}"]) for k in drafting}
     print(f"plain step {plain * 1e3:.2f} ms; draft step {draft / plain:.3f} of it; "
           + "; ".join(f"verify {k}: {verify[k] / plain:.2f}" for k in drafting))
@@ -93,7 +110,7 @@ def main() -> None:
         first = decoder.feed(state, ids, 0, greedy)
         mx.eval(first)
         start = last = time.perf_counter()
-        tokens, rounds, history = 0, [], {}
+        tokens, rounds, history, changed, ran = 0, [], {}, 0, None
         for step in decoder.decode(state, first, max_tokens=args.tokens,
                                    block=auto.policy(f"run {len(histories)}") if block == AUTO else block,
                                    sampling=greedy, stop_ids=set(), cancelled=lambda: False):
@@ -103,9 +120,12 @@ def main() -> None:
                 rounds.append((step.accepted, step.proposed, now - last))
             if step.block is not None:
                 history[str(step.block)] = history.get(str(step.block), 0) + 1
+                changed += ran is not None and step.block != ran
+                ran = step.block
             last = now
         if block == AUTO:
             histories.append(history)
+            changes.append(changed)
         return (tokens - 1) / (time.perf_counter() - start), rounds
 
     rehearsed = time.perf_counter()
@@ -156,6 +176,7 @@ def main() -> None:
         against = f"; ÷ the best fixed block ({best}): {statistics.median(speedups) / fixed[best]:.2f}" if best else ""
         print(f"{block_label(AUTO, ran)} | {depth} | {per_round} | {spread(speedups)}× | - | - | - "
               f"(rounds per block over the runs: {ran}{against})")
+        print(auto_costs(kept, rounds, changes[-args.runs:]))
         charted[AUTO] = {"median": statistics.median(speedups), "min": min(speedups), "max": max(speedups)}
     if args.chart and first_depth:
         from benchmarks.chart import add_run, draw

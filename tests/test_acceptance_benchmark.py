@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from benchmarks.acceptance import auto_costs
 from benchmarks.chart import COLOURS, add_run, draw, record_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,6 +25,7 @@ def test_acceptance_benchmark_prints_every_block_and_auto_and_charts_them(tiny_m
     assert re.search(r"start: model and drafter loaded [\d.]+ s, own loop checked [\d.]+ s", out), out
     assert re.findall(r"^(\d) \| [\d. ]+ \| [\d.]+ \| [\d.]+ \(", out, re.MULTILINE) == ["2", "3"], out
     assert re.search(r"^auto \(\w+\) \|", out, re.MULTILINE), out
+    assert re.search(r"^auto: changes of block per run \d+ \(\d+-\d+\)", out, re.MULTILINE), out
     (run,) = json.loads(record_path(chart).read_text())
     assert run["model"] == str(tiny_model) and set(run["blocks"]) == {"2", "3", "auto"}
     assert 0 <= run["acceptance"] <= 1 and run["blocks"]["2"]["ideal"] > 0
@@ -46,3 +48,13 @@ def test_a_rerun_on_a_rig_replaces_its_point_and_the_curve_spans_the_rigs(tmp_pa
     colours = {colour for _, colour in image.getcolors(1_000_000)}
     assert COLOURS[2] in colours and (0, 0, 0) in colours  # block 2's line and auto's
     assert COLOURS[3] not in colours  # no block 3 was measured: none is drawn
+
+
+def test_auto_rounds_are_priced_at_the_fixed_lanes_means_for_the_same_blocks():
+    fixed = {2: [(1, 1, 0.010), (0, 1, 0.014)], 4: [(3, 3, 0.020)], "auto": [(9, 9, 9.0)]}
+    # Rounds at block 2 (1 drafted) and 4 (3 drafted) priced 0.012 and 0.020; block 5 has no lane.
+    auto = [(1, 1, 0.018), (2, 3, 0.022), (4, 4, 0.5)]
+    line = auto_costs(auto, fixed, [3, 1, 6])
+    assert line == ("auto: changes of block per run 3 (1-6); its rounds at blocks with a fixed lane (2 of 3) took "
+                    "1.25 of that lane's mean round")
+    assert auto_costs([(4, 4, 0.5)], fixed, [0]) == "auto: changes of block per run 0 (0-0)"
