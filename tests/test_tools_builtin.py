@@ -9,6 +9,7 @@ import time
 import pytest
 
 from engines.options import GenerationOptions
+from webapp.tools import calculator
 from webapp.tools.builtin import builtin_tools, run_builtin
 from webapp.tools.calculator import CalculatorError, calculate
 from webapp.tools.clock import ClockArguments, read_clock
@@ -76,6 +77,22 @@ def test_the_calculator_refuses_what_is_not_arithmetic_or_too_big(expression, wo
 
 
 SATURDAY = dt.datetime(2026, 12, 5, 9, 30, 15, tzinfo=dt.timezone(dt.timedelta(hours=1), "CET"))
+
+
+def test_the_calculator_parses_again_after_an_interpreter_fault(monkeypatch):
+    """CPython 3.11 can raise SystemError building a syntax tree while another thread builds one; the calculator
+    parses once more, where the call would otherwise fail for nothing the model did."""
+    real_parse, calls = calculator.ast.parse, []
+
+    def parse(source, *args, **kwargs):  # pytest's own reports parse too: only the calculator's first fails
+        if source == "6 * 7":
+            calls.append(source)
+            if len(calls) == 1:
+                raise SystemError("AST constructor recursion depth mismatch (before=2, after=4)")
+        return real_parse(source, *args, **kwargs)
+
+    monkeypatch.setattr(calculator.ast, "parse", parse)
+    assert calculate("6 * 7") == "42" and len(calls) == 2
 
 
 def test_the_clock_reads_the_machines_time_zone():

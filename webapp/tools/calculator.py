@@ -63,13 +63,20 @@ def evaluate(expression: str) -> Number:
         raise CalculatorError(f"The expression is longer than {MAX_EXPRESSION} characters: split it up.")
     source = _rewrite(expression)
     try:
-        tree = ast.parse(source, mode="eval")
+        tree = _parse(source)
     except SyntaxError:
         raise CalculatorError(f"{expression!r} is not an arithmetic expression: use numbers, + - * / ** %, "
                               f"parentheses and {', '.join(FUNCTIONS)}.") from None
     if sum(1 for _ in ast.walk(tree)) > MAX_NODES:
         raise CalculatorError(f"The expression has more than {MAX_NODES} parts: split it up.")
     return _Walker(source).visit(tree.body)
+
+
+def _parse(source: str) -> ast.Expression:
+    try:
+        return ast.parse(source, mode="eval")
+    except SystemError:  # CPython 3.11 can fail a tree that another thread builds at the same time (cpython#106905)
+        return ast.parse(source, mode="eval")
 
 
 def format_number(number: Number) -> str:
