@@ -129,3 +129,41 @@ def test_every_module_that_imports_mlx_vlm_is_named_in_the_docs_with_why():
              for path in (ROOT / folder).rglob("*.py") if _imports_mlx_vlm(path)}
     assert documented == found, (f"importing mlx-vlm, not in docs/architecture.md: {sorted(found - documented)}; "
                                  f"in its table, importing none: {sorted(documented - found)}")
+
+
+def _mlx_vlm_names(path) -> set[tuple[str, str]]:
+    """(module below mlx_vlm, name) for each name the module imports from mlx-vlm; for ``import mlx_vlm`` each
+    attribute it reads off the package."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names, bare = set(), False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "mlx_vlm":
+            module = node.module.removeprefix("mlx_vlm").lstrip(".")
+            names.update((module, alias.name) for alias in node.names)
+        elif isinstance(node, ast.Import) and any(a.name == "mlx_vlm" for a in node.names):
+            bare = True
+    if bare:
+        names.update(("", node.attr) for node in ast.walk(tree) if isinstance(node, ast.Attribute)
+                     and isinstance(node.value, ast.Name) and node.value.id == "mlx_vlm")
+    return names
+
+
+def test_every_name_imported_from_mlx_vlm_is_in_its_modules_row():
+    """Each row of "Who imports mlx-vlm" names what its module imports: the name, its module (below ``mlx_vlm``)
+    or both as ``module.name``. The seam's library resolves its functions by name and lists them in FUNCTIONS."""
+    import re
+
+    from webapp import ROOT
+
+    docs = (ROOT / "docs" / "architecture.md").read_text()
+    table = docs.split("### Who imports mlx-vlm", 1)[1].split("\n\n", 2)[2].split("\n\n", 1)[0]
+    rows = dict(re.findall(r"^\| `([^`]+\.py)` \| (.*?) \|", table, flags=re.MULTILINE))
+    missing = []
+    for module, cell in rows.items():
+        named = set(re.findall(r"`([^`]+)`", cell))
+        for below, name in _mlx_vlm_names(ROOT / module):
+            if not named & {name, below, f"{below}.{name}"}:
+                missing.append(f"{module}: {'.'.join(filter(None, ('mlx_vlm', below, name)))}")
+    assert not missing, f"imported from mlx-vlm, not named in docs/architecture.md's row: {missing}"

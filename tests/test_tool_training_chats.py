@@ -69,11 +69,13 @@ def test_without_tools_the_template_renders_every_chat_as_the_shipped_one(tokeni
 
 
 def test_the_template_is_read_as_qwen3_coder_whose_markers_are_single_tokens(tokenizers):
-    from mlx_vlm.tools import _infer_tool_parser_from_processor, load_tool_module
+    from mlx_vlm.tools import load_tool_module
+
+    from engines.mlx.library import tool_parser_name
 
     shipped, retrained = tokenizers
-    assert _infer_tool_parser_from_processor(retrained) == "qwen3_coder"
-    assert _infer_tool_parser_from_processor(shipped) is None  # the shipped template shows no tools
+    assert tool_parser_name(retrained) == "qwen3_coder"
+    assert tool_parser_name(shipped) is None  # the shipped template shows no tools
     parser = load_tool_module("qwen3_coder")
     for marker in (parser.tool_call_start, parser.tool_call_end):
         assert len(retrained.encode(marker, add_special_tokens=False)) == 1

@@ -233,7 +233,7 @@ def test_a_start_that_meets_an_interpreter_fault_is_tried_again(tmp_path, monkey
     """CPython 3.11 can fail building a syntax tree while another thread builds one (SystemError); such a start is
     the interpreter's fault, not the server's, and is tried once more. A second fault fails the start."""
     opened = []
-    real_open = mcp_client._Connection._open
+    real_open = mcp_client.Connection.open_client
 
     async def open_failing(connection, stack, errlog, faults):
         opened.append(connection.name)
@@ -242,7 +242,7 @@ def test_a_start_that_meets_an_interpreter_fault_is_tried_again(tmp_path, monkey
         return await real_open(connection, stack, errlog)
 
     faults = {"once": 1, "twice": 2}
-    monkeypatch.setattr(mcp_client._Connection, "_open",
+    monkeypatch.setattr(mcp_client.Connection, "open_client",
                         lambda connection, stack, errlog: open_failing(connection, stack, errlog, faults))
     path = tmp_path / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"once": stdio("once"), "twice": stdio("twice")}}))

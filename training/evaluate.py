@@ -599,14 +599,15 @@ def tool_outcomes(runner: "Runner", asked: list[tuple[str, ToolProbe]],
     """(class, thinking) -> counts: "call" (a well-formed call of the right tool with the right arguments, tools
     on), "answer" (the answer after the call's result holds the result), "limit" (tools off: an honest limit),
     and "asked"."""
-    from mlx_vlm.tools import _infer_tool_parser_from_processor, load_tool_module
+    from mlx_vlm.tools import load_tool_module
 
     from engines.base import Message
     from engines.events import ToolCall
+    from engines.mlx.library import tool_parser_name
 
     from .tools_corpus import TOOL_SPECS, run_tool
 
-    name = _infer_tool_parser_from_processor(runner.processor)
+    name = tool_parser_name(runner.processor)
     if name != "qwen3_coder":
         raise SystemExit(f"the checkpoint's chat template is not Qwen 3.5's tool format (mlx-vlm reads it as {name}): "
                          "install training/chat_template_tools.jinja as its chat template first")

@@ -1,5 +1,5 @@
 """The functions specchat's own loop calls from mlx-vlm, resolved by name: the gated-delta rule's, ``swiglu`` and
-the quantized layers' verify route.
+the quantized layers' verify route; and the registry that names a chat template's tool-call parser.
 
 mlx-vlm documents none of them, so a release may rename any of them; ``function`` says which is gone
 (``Unavailable``), and the seam (qwen35.py) resolves every one in ``FUNCTIONS`` at load before the own loop runs.
@@ -58,3 +58,9 @@ def swiglu(gate, up):
 def verify_linear():
     """mlx-vlm's route for a quantized layer over a verify's few rows: ``(layer, x) -> output``."""
     return function("mlx_vlm.speculative.ops.linear", "_target_verify_linear")
+
+
+def tool_parser_name(processor) -> str | None:
+    """The name of mlx-vlm's tool-call parser for the processor's chat template (None: none fits). Raises
+    ImportError where mlx-vlm's tools cannot be imported (they import its server's packages)."""
+    return import_module("mlx_vlm.tools")._infer_tool_parser_from_processor(processor)

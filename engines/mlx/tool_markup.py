@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..base import Message
 from ..events import ToolCall
 from ..tool_calls import ERROR_TEXT_LIMIT, read_arguments
+from .library import tool_parser_name
 
 # A tool the template is asked to render, to see whether it renders tools at all.
 PROBE = {"type": "function", "function": {
@@ -40,7 +41,7 @@ class ToolMarkup:
 def tool_markup(loaded, prompts) -> tuple[ToolMarkup | None, str | None]:
     """The model's tool-call format, or (None, why it cannot call tools)."""
     try:
-        from mlx_vlm.tools import _infer_tool_parser_from_processor, load_tool_module
+        from mlx_vlm.tools import load_tool_module
     except ImportError as exc:  # its package imports its server's (fastapi): an install without it still chats
         return None, NO_TOOLS.format(why=f"mlx-vlm's tool parsers could not be imported ({exc}); reinstall "
                                          "mlx-vlm with its dependencies")
@@ -50,7 +51,7 @@ def tool_markup(loaded, prompts) -> tuple[ToolMarkup | None, str | None]:
         return None, NO_TOOLS.format(why=f"its chat template failed to render a tool ({type(exc).__name__}: {exc})")
     if PROBE["function"]["name"] not in offered:
         return None, NO_TOOLS.format(why="its chat template does not render tools")
-    name = _infer_tool_parser_from_processor(loaded.processor)
+    name = tool_parser_name(loaded.processor)
     if name is None:
         return None, NO_TOOLS.format(why="mlx-vlm knows no tool-call format for its chat template")
     parser = load_tool_module(name)

@@ -49,7 +49,7 @@ class _CallFailed(Exception):
     """A call that did not reach a result: its message is for the model."""
 
 
-class _Connection:
+class Connection:
     """One server's session, lived on the loop: every method runs in the loop's thread."""
 
     def __init__(self, server: ConfiguredServer):
@@ -98,7 +98,7 @@ class _Connection:
             self._errlog = errlog
             try:
                 async with AsyncExitStack() as stack:
-                    client = await stack.enter_async_context(await self._open(stack, errlog))
+                    client = await stack.enter_async_context(await self.open_client(stack, errlog))
                     self.tools = await self._list_tools(client)
                     self._client, self.state = client, "ready"
                     self._ready.set()
@@ -119,7 +119,8 @@ class _Connection:
                 self._errlog = None
         return False
 
-    async def _open(self, stack: AsyncExitStack, errlog) -> Client:
+    async def open_client(self, stack: AsyncExitStack, errlog) -> Client:
+        """The SDK's client for this server, over a transport entered on ``stack`` (stderr to ``errlog``)."""
         config = self.config
         if isinstance(config, HttpServer):
             # The SDK's own timeouts (30 s, reads 300 s: a response may stream for long), with the file's headers.
@@ -225,7 +226,7 @@ class McpServers:
     def __init__(self, servers: list[ConfiguredServer]):
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp-servers", daemon=True)
-        self._connections = {server.name: _Connection(server) for server in servers}
+        self._connections = {server.name: Connection(server) for server in servers}
         self._closed = False
 
     def start(self) -> None:
@@ -267,7 +268,7 @@ class McpServers:
             except concurrent.futures.CancelledError:
                 return failed(f"The call to {name} was stopped.")
 
-    async def _call(self, connection: _Connection, name: str, arguments: dict, timeout_s: float) -> ToolResult:
+    async def _call(self, connection: Connection, name: str, arguments: dict, timeout_s: float) -> ToolResult:
         started = time.perf_counter()
 
         def failed(message: str) -> ToolResult:
