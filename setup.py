@@ -13,6 +13,9 @@ PAGE_FOLDERS = ("static", "templates")
 
 class BuildWithPage(build_py):
     def run(self):
+        # build_py only adds to its folder: one left by an older layout would carry modules that moved out since
+        # (a wheel built in a working tree once carried the training lab that way).
+        shutil.rmtree(self.build_lib, ignore_errors=True)
         super().run()
         for folder in PAGE_FOLDERS:
             target = Path(self.build_lib) / "webapp" / folder

@@ -1,6 +1,7 @@
 """specchat as users install it: the sdist and the wheel that ``python -m build`` makes carry the page (scripts,
 styles, vendored libraries, templates) and the demo model, and the installed ``specchat`` serves them."""
 
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -48,6 +49,27 @@ def test_the_sdist_and_the_wheel_carry_the_page_and_the_demo_model(built):
     # The training lab is not part of what runs: neither archive carries it.
     assert not [name for name in in_wheel | in_sdist if name.startswith("training/") or "corpus.py" in name]
     assert "engines/mlx/cuda/skinny.py" in in_wheel
+
+
+def test_a_wheel_built_in_a_working_tree_carries_nothing_an_older_build_left(tmp_path):
+    """``pip install .``, ``pipx install .`` and ``uv tool install .`` build the wheel in the working tree, where
+    a build folder from an older layout may still hold modules that have moved out (here the lab's corpus)."""
+    tree = tmp_path / "tree"
+    for folder in ("webapp", "engines", "demo_model", "static", "templates"):
+        shutil.copytree(ROOT / folder, tree / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    stale = tree / "build" / "lib" / "demo_model" / "corpus.py"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("LEFT_BY_AN_OLDER_BUILD = True\n")
+    out = tmp_path / "dist"
+    done = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out),
+                           str(tree)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    with zipfile.ZipFile(next(out.glob("specchat-*.whl"))) as wheel:
+        names = set(wheel.namelist())
+    assert "webapp/templates/chat.html" in names and "demo_model/__init__.py" in names
+    assert "demo_model/corpus.py" not in names
 
 
 def test_the_installed_wheel_serves_the_page_on_the_demo_model(built, tmp_path):
