@@ -19,6 +19,9 @@
 #   benchmarks/h200.sh curve P...     the 4.1B rig whose head agrees on a share P of the words, bfloat16 (BITS=4:
 #                                     its 4-bit conversion), then python -m benchmarks.acceptance on it: blocks 1-6
 #                                     and auto
+#   benchmarks/h200.sh graphs P       the rig at P (bfloat16), blocks 1 and 3-6 and auto, with MLX's CUDA graph cache
+#                                     at its default (400 graphs) and at 4000: whether auto, which runs many blocks'
+#                                     steps in turn, loses to that cache where a fixed block does not
 #
 # The site tarball is the wheels of pyproject.toml's pins that the GPU machine lacks (mlx, mlx-cuda-13, mlx-lm,
 # mlx-vlm, flask, flask-sock, simple-websocket, wsproto, waitress, orjson, pydantic, pydantic-core,
@@ -150,6 +153,17 @@ curve() {  # CHART=PATH.png: the curve redrawn with each rig; each rig is remove
             --tokens "$TOKENS" ${CHART:+--chart "$CHART"} 2>&1 | grep -v '^\[')
         rm -rf "${STORE:?}/$r" "${STORE:?}/$r-mtp"
     done
+}
+
+graphs() {
+    local r="rigs/p$1" size
+    (cd "$STORE" && "$PY" -m demo_model.rig "$r" --size "${SIZE:-4b}" --acceptance "$1" 2>&1 | tail -2) || return 1
+    for size in 400 4000; do
+        echo "MLX_CUDA_GRAPH_CACHE_SIZE=$size"
+        (cd "$STORE" && MLX_CUDA_GRAPH_CACHE_SIZE=$size timeout 400 "$PY" -m benchmarks.acceptance "$r" \
+            --blocks 1,3,4,5,6,auto --runs "$RUNS" --tokens "$TOKENS" 2>&1 | grep -v '^\[')
+    done
+    rm -rf "${STORE:?}/$r"
 }
 
 command=$1
