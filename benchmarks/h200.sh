@@ -18,7 +18,8 @@
 #                                     drafter off and at blocks 2 and 4 (python -m benchmarks.images)
 #   benchmarks/h200.sh curve P...     the 4.1B rig whose head agrees on a share P of the words, bfloat16 (BITS=4:
 #                                     its 4-bit conversion), then python -m benchmarks.acceptance on it: blocks 1-6
-#                                     and auto
+#                                     and auto (QCHART=PATH.png: the bfloat16 rig, then its 4-bit conversion of the
+#                                     same rig, one build for both curves)
 #   benchmarks/h200.sh graphs P       the rig at P (bfloat16), blocks 1 and 3-6 and auto, with MLX's CUDA graph cache
 #                                     at its default (400 graphs) and at 4000: whether auto, which runs many blocks'
 #                                     steps in turn, loses to that cache where a fixed block does not
@@ -138,21 +139,37 @@ images() {  # Pillow and the image processor come from the machine's own Python,
 }
 
 curve() {  # CHART=PATH.png: the curve redrawn with each rig; each rig is removed after its run (8 GB)
-    local p r       # BITS=4 or 8: the rig's conversion at those bits, made as users make them, in its place
-    for p in "$@"; do
+    local p r       # BITS=4 or 8: the rig's conversion at those bits, made as users make them, in its place;
+    for p in "$@"; do  # QCHART=PATH.png (no BITS): the bfloat16 rig, then its 4-bit conversion charted there
         r="rigs/p$p"  # relative to $STORE: the chart's record names rigs, not this machine's folders
         (cd "$STORE" && "$PY" -m demo_model.rig "$r" --size "${SIZE:-4b}" --acceptance "$p" 2>&1 | tail -2) || return 1
         if [ -n "${BITS:-}" ]; then
-            (cd "$STORE" && "$PY" -m benchmarks.hf_rig "$r" "$r-hf" && "$PY" -m mlx_vlm.convert --hf-path "$r-hf" \
-                --mlx-path "$r-q$BITS" --mtp -q --q-bits "$BITS" --q-group-size 64 2>&1 | grep -v '^\s*$' | tail -2) \
-                || return 1
-            rm -rf "${STORE:?}/$r" "${STORE:?}/$r-hf"
+            convert_rig "$r" "$BITS" || return 1
+            rm -rf "${STORE:?}/$r"
             r="$r-q$BITS"  # its head was written beside it ($r-mtp), where the engine finds it
         fi
-        (cd "$STORE" && timeout 400 "$PY" -m benchmarks.acceptance "$r" --blocks 1,2,3,4,5,6,auto --runs "$RUNS" \
-            --tokens "$TOKENS" ${CHART:+--chart "$CHART"} 2>&1 | grep -v '^\[')
+        accept "$r" "${CHART:-}"
+        if [ -z "${BITS:-}" ] && [ -n "${QCHART:-}" ]; then
+            convert_rig "$r" 4 || return 1
+            rm -rf "${STORE:?}/$r"
+            r="$r-q4"
+            accept "$r" "$QCHART"
+        fi
         rm -rf "${STORE:?}/$r" "${STORE:?}/$r-mtp"
     done
+}
+
+convert_rig() {  # RIG BITS: RIG-qBITS beside it, as users convert (the head written to RIG-qBITS-mtp)
+    (cd "$STORE" && "$PY" -m benchmarks.hf_rig "$1" "$1-hf" && "$PY" -m mlx_vlm.convert --hf-path "$1-hf" \
+        --mlx-path "$1-q$2" --mtp -q --q-bits "$2" --q-group-size 64 2>&1 | grep -v '^\s*$' | tail -2)
+    local status=$?
+    rm -rf "${STORE:?}/$1-hf"
+    return $status
+}
+
+accept() {  # RIG [CHART]
+    (cd "$STORE" && timeout 400 "$PY" -m benchmarks.acceptance "$1" --blocks 1,2,3,4,5,6,auto --runs "$RUNS" \
+        --tokens "$TOKENS" ${2:+--chart "$2"} 2>&1 | grep -v '^\[')
 }
 
 graphs() {
