@@ -21,9 +21,10 @@ the one before it. It is kept per conversation (``Learned``), so a next reply st
 Round costs (``RoundTimes``) are what rounds take as they run, per block (the mean of the last ``TIME_SAMPLES``
 less the slowest; the first round after a change of block is not counted: it is not pipelined, and may compile the
 block's steps): draft steps, verify, rejections' rollback and the host's share alike. A block not yet run
-is priced by a model scaled to the nearest block that ran: from given step costs when there are any
-(``t_plain``, ``t_draft``, ``t_verify(k)``: t_round(k) = (k − 1)·t_draft + t_verify(k)), else
-t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). A neighbour of the best block rated close to it is measured when never
+is priced from given step costs when there are any (``t_plain``, ``t_draft``, ``t_verify(k)``: t_round(k) =
+(k − 1)·t_draft + t_verify(k)), scaled to the nearest block that ran; else on a line through what was measured
+(between the measured blocks either side of it, or through the plain step and the nearest measured block), and
+before any block ran at t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). A neighbour of the best block rated close to it is measured when never
 measured, and afresh when its times are ``REMEASURE_AFTER`` rounds old. Without a measured plain step the policy
 first runs ``PLAIN_PROBE`` plain steps to measure one.
 
@@ -160,20 +161,32 @@ class RoundTimes:
         measured = self.measured(block)
         if measured is not None:
             return measured
-        model = self._model(block)
-        if model is None:
-            return None
-        ran = [k for k in self._seen if k > 1 and self.measured(k) is not None]
-        if ran:  # what the model misses (overhead, rollback) is scaled in from the nearest block that ran
-            near = min(ran, key=lambda k: (abs(k - block), k))
-            model *= self.measured(near) / self._model(near)
-        return model
-
-    def _model(self, block: int) -> float | None:
+        ran = sorted(k for k in self._seen if k > 1 and self.measured(k) is not None)
         if self.given is not None:
-            return self.given.round(block)
+            model = self.given.round(block)
+            if ran:  # what the given costs miss (overhead, rollback) is scaled in from the nearest block that ran
+                near = min(ran, key=lambda k: (abs(k - block), k))
+                model *= self.measured(near) / self.given.round(near)
+            return model
         plain = self.plain()
-        return None if plain is None else plain * (1 + PRIOR_SLOPE * (block - 1))
+        if plain is None:
+            return None
+        if not ran:
+            return plain * (1 + PRIOR_SLOPE * (block - 1))
+        # On a line: between the measured blocks either side, else through the plain step (block 1) and the
+        # nearest measured block. A round's extra cost per position is the machine's (a few hundredths of a plain
+        # step where a verify's rows come almost free, a whole one where each row costs a step, as MLX's quantized
+        # products on a CPU do), and a line through what was measured follows it where a fixed slope does not.
+        below = [k for k in ran if k < block]
+        above = [k for k in ran if k > block]
+        if below and above:
+            k0, k1 = below[-1], above[0]
+            t0, t1 = self.measured(k0), self.measured(k1)
+        else:
+            k0, t0 = 1, plain
+            k1 = below[-1] if below else above[0]
+            t1 = self.measured(k1)
+        return t0 + (t1 - t0) * (block - k0) / (k1 - k0)
 
 
 @dataclass

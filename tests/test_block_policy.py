@@ -260,3 +260,50 @@ def test_a_neighbours_old_price_is_measured_afresh(age, measured_again):
     for i in range(DECIDE_EVERY):
         policy.observe(2, int(i % 4 != 0), 0.013)
     assert (policy.block() == 3 and memory.times.measured(3) is None) is measured_again, policy.block()
+
+
+def _every_row_a_step(block: int) -> float:
+    """Seconds of a round on a machine where each verified row costs about a plain step (MLX's quantized products
+    on a CPU: the demo model's mixed 3/6 conversion measured 3.05, 3.9, 4.9, 5.9 and 7.1 plain steps at blocks
+    3-7)."""
+    return 0.184 * (1 + 1.02 * (block - 1))
+
+
+def test_a_block_never_run_is_priced_on_the_line_through_what_was_measured():
+    times = RoundTimes()
+    for _ in range(6):
+        times.observe(1, _every_row_a_step(1))
+        times.observe(4, _every_row_a_step(4))
+    for block in (2, 3, 5, 7, 8):  # through the plain step and block 4, the nearest measured
+        assert times.round(block) == pytest.approx(_every_row_a_step(block), rel=0.02), block
+    for _ in range(6):
+        times.observe(7, _every_row_a_step(7) * 1.1)  # a dearer round than the line: between 4 and 7, on theirs
+    assert times.round(5) == pytest.approx((2 * _every_row_a_step(4) + _every_row_a_step(7) * 1.1) / 3, rel=1e-9)
+
+
+def test_where_every_row_costs_a_step_blocks_compiled_later_are_not_tried_on_a_hopeful_price():
+    """The engine compiles auto's blocks one by one after its warm-up: the first reply has only block 4, the next
+    has them all. Where each verified row costs a plain step no block pays, even keeping 97% of drafts; what
+    block 4 cost says what the others will, so the next reply runs plain steps and loses nothing to trying."""
+    memory = Memory()
+    memory.ready = {4}
+    rng = random.Random(5)
+
+    def reply(conversation: str, steps: int) -> tuple[float, int]:
+        policy, seconds, tokens = memory.policy(conversation), 0.0, 0
+        while tokens < steps:
+            block = policy.block()
+            accepted = None
+            if block > 1:
+                accepted = 0
+                while accepted < block - 1 and rng.random() < 0.97:
+                    accepted += 1
+            took = _every_row_a_step(block)
+            policy.observe(block, accepted, took)
+            seconds, tokens = seconds + took, tokens + (1 if block == 1 else accepted + 1)
+        return seconds, tokens
+
+    reply("first", 128)
+    memory.ready.update(BLOCKS)
+    seconds, tokens = reply("second", 128)
+    assert seconds <= 1.03 * tokens * _every_row_a_step(1), seconds / (tokens * _every_row_a_step(1))
