@@ -11,7 +11,7 @@ block must promise ``SWITCH_GAIN`` times the running one's S), or plain steps (b
 best S is below 1, trying drafting again now and then (drafting that runs goes off only below ``OFF_BELOW``: near
 1 the estimate is noise, and going off by mistake costs far more than drafting on at S ≈ 1): after
 ``RETRY_FIRST`` plain steps, then twice as many after each try that did not pay, up to ``RETRY_MOST`` (a try
-that pays sets the wait back to ``RETRY_FIRST``); a try runs ``PROBE_ROUNDS`` rounds at the block the model rates
+that pays sets the wait back to ``RETRY_FIRST``; the wait is kept per model, across replies); a try runs ``PROBE_ROUNDS`` rounds at the block the model rates
 best among those that would pay were every draft kept (none: no try, and the wait doubles), then decides again.
 
 Acceptance is learned per draft depth as the chance that depth d is kept when depth d − 1 was, counted over
@@ -225,11 +225,29 @@ class Learned:
         return expected
 
 
+@dataclass
+class Retry:
+    """How many plain steps drafting that is off waits before it is tried again: doubled by each try that did not
+    pay, set back by one that did. Kept per model, not per reply: on a machine where drafting does not pay, each
+    reply would otherwise try again early and lose the try's rounds, and the change into drafting and back,
+    every time."""
+
+    after: int = RETRY_FIRST
+
+    def failed(self) -> None:
+        self.after = min(2 * self.after, RETRY_MOST)
+
+    def paid(self) -> None:
+        self.after = RETRY_FIRST
+
+
 class Memory:
-    """What auto learned on one engine: round times for the machine and model, acceptance per conversation."""
+    """What auto learned on one engine: round times for the machine and model, how long to wait before trying
+    drafting again, acceptance per conversation."""
 
     def __init__(self, given: StepCosts | None = None):
         self.times = RoundTimes(given)
+        self.retry = Retry()
         # The blocks whose steps are compiled, added to as the engine compiles more; None: every block.
         self.ready: set[int] | None = None
         self._learned: OrderedDict[str, Learned] = OrderedDict()
@@ -239,7 +257,7 @@ class Memory:
         self._learned[conversation_id] = learned
         while len(self._learned) > LEARNED_CONVERSATIONS:
             self._learned.popitem(last=False)
-        return BlockPolicy(learned, self.times, self.ready)
+        return BlockPolicy(learned, self.times, self.ready, self.retry)
 
     def forget(self, conversation_id: str) -> None:
         self._learned.pop(conversation_id, None)
@@ -248,11 +266,12 @@ class Memory:
 class BlockPolicy:
     """One reply's choices: ``block()`` before each round (1: a plain step), ``observe`` after it."""
 
-    def __init__(self, learned: Learned, times: RoundTimes, ready: set[int] | None = None):
+    def __init__(self, learned: Learned, times: RoundTimes, ready: set[int] | None = None,
+                 retry: Retry | None = None):
         self.learned = learned
         self.times = times
         self._ready = ready  # shared with the engine, which adds blocks as it compiles them
-        self.retry_after = RETRY_FIRST
+        self.retry = retry or Retry()
         self._since_decided = 0
         self._fresh = True  # the next round's time is not counted (first after a start or a change)
         self._probing = 0  # rounds left in a try of drafting
@@ -302,10 +321,10 @@ class BlockPolicy:
             return
         if self._block == 1:
             self._off_steps += 1
-            if self._off_steps >= self.retry_after:
+            if self._off_steps >= self.retry.after:
                 favourite = self._favourite()
                 if favourite is None:  # no block could pay even were every draft kept: no try, wait longer
-                    self.retry_after = min(2 * self.retry_after, RETRY_MOST)
+                    self.retry.failed()
                     self._off_steps = 0
                     return
                 self._probing = PROBE_ROUNDS
@@ -316,7 +335,10 @@ class BlockPolicy:
             if self._probing:
                 return
             best = self._best()
-            self.retry_after = RETRY_FIRST if best else min(2 * self.retry_after, RETRY_MOST)
+            if best:
+                self.retry.paid()
+            else:
+                self.retry.failed()
             self._set(best or self._start_off())
             return
         self._since_decided += 1

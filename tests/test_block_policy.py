@@ -307,3 +307,15 @@ def test_where_every_row_costs_a_step_blocks_compiled_later_are_not_tried_on_a_h
     memory.ready.update(BLOCKS)
     seconds, tokens = reply("second", 128)
     assert seconds <= 1.03 * tokens * _every_row_a_step(1), seconds / (tokens * _every_row_a_step(1))
+
+
+def test_the_wait_before_trying_again_is_kept_across_replies():
+    """A conversation where drafting does not pay doubles the wait with each try; the next reply, another
+    conversation's, goes off as soon as it learns its own acceptance is low, and then waits as long as the model's
+    last tries taught, where starting the wait afresh would try again after RETRY_FIRST plain steps."""
+    memory = Memory(COSTS)
+    play(memory.policy("first"), 400, keep=0.2)
+    assert memory.retry.after > 4 * RETRY_FIRST
+    second = play(memory.policy("second"), 200, keep=0.05, seed=1)
+    off = second.index(1)
+    assert len(second) - off > 2 * RETRY_FIRST and set(second[off:]) == {1}, second
