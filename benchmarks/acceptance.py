@@ -110,7 +110,7 @@ def main() -> None:
         first = decoder.feed(state, ids, 0, greedy)
         mx.eval(first)
         start = last = time.perf_counter()
-        tokens, rounds, history, changed, ran = 0, [], {}, 0, None
+        tokens, rounds, history, changed, previous = 0, [], {}, 0, None
         for step in decoder.decode(state, first, max_tokens=args.tokens,
                                    block=auto.policy(f"run {len(histories)}") if block == AUTO else block,
                                    sampling=greedy, stop_ids=set(), cancelled=lambda: False):
@@ -120,8 +120,9 @@ def main() -> None:
                 rounds.append((step.accepted, step.proposed, now - last))
             if step.block is not None:
                 history[str(step.block)] = history.get(str(step.block), 0) + 1
-                changed += ran is not None and step.block != ran
-                ran = step.block
+                if previous is not None and step.block != previous:
+                    changed += 1
+                previous = step.block
             last = now
         if block == AUTO:
             histories.append(history)

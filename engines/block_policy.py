@@ -11,8 +11,9 @@ block must promise ``SWITCH_GAIN`` times the running one's S), or plain steps (b
 best S is below 1, trying drafting again now and then (drafting that runs goes off only below ``OFF_BELOW``: near
 1 the estimate is noise, and going off by mistake costs far more than drafting on at S ≈ 1): after
 ``RETRY_FIRST`` plain steps, then twice as many after each try that did not pay, up to ``RETRY_MOST`` (a try
-that pays sets the wait back to ``RETRY_FIRST``; the wait is kept per model, across replies); a try runs ``PROBE_ROUNDS`` rounds at the block the model rates
-best among those that would pay were every draft kept (none: no try, and the wait doubles), then decides again.
+that pays sets the wait back to ``RETRY_FIRST``; the wait is kept per model, across replies); a try runs
+``PROBE_ROUNDS`` rounds at the block the model rates best among those that would pay were every draft kept (none:
+no try, and the wait doubles), then decides again.
 
 Acceptance is learned per draft depth as the chance that depth d is kept when depth d − 1 was, counted over
 the recent rounds (older ones fade by ``FADE`` a round); a depth not yet drafted is taken to keep as often as
@@ -24,9 +25,9 @@ block's steps): draft steps, verify, rejections' rollback and the host's share a
 is priced from given step costs when there are any (``t_plain``, ``t_draft``, ``t_verify(k)``: t_round(k) =
 (k − 1)·t_draft + t_verify(k)), scaled to the nearest block that ran; else on a line through what was measured
 (between the measured blocks either side of it, or through the plain step and the nearest measured block), and
-before any block ran at t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). A neighbour of the best block rated close to it is measured when never
-measured, and afresh when its times are ``REMEASURE_AFTER`` rounds old. Without a measured plain step the policy
-first runs ``PLAIN_PROBE`` plain steps to measure one.
+before any block ran at t_plain · (1 + ``PRIOR_SLOPE`` · (k − 1)). A neighbour of the best block rated close to it
+is measured when never measured, and afresh when its times are ``REMEASURE_AFTER`` rounds old. Without a measured
+plain step the policy first runs ``PLAIN_PROBE`` plain steps to measure one.
 
 Only blocks whose steps are compiled are picked (``Memory.ready``; None: every block): the first round at a new
 block compiles its steps, seconds on a GPU, so the engine compiles the others in the background after its warm-up

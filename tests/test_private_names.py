@@ -52,8 +52,8 @@ def private_names(source: str) -> list[tuple[int, str]]:
                 if alias.name.split(".")[0] in CHECKED:
                     if any(_private(part) for part in alias.name.split(".")):
                         found.append((node.lineno, alias.name))
-                    modules[alias.asname or alias.name.split(".")[0]] = alias.asname and alias.name or \
-                        alias.name.split(".")[0]
+                    top = alias.name.split(".")[0]  # `import a.b` binds a; `import a.b as c` binds c to a.b
+                    modules[alias.asname or top] = alias.name if alias.asname else top
     for node in ast.walk(tree):
         if (isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name)
                 and node.value.id in modules):
