@@ -41,11 +41,13 @@ def conversion(request, hf_base, float16_base, tmp_path_factory):
     return loaded
 
 
-def _generate(decoder, ids, block, max_tokens=40):
-    state = decoder.new_state()
-    first = decoder.feed(state, ids, 0, Sampling())
-    return [t for step in decoder.decode(state, first, max_tokens=max_tokens, block=block, sampling=Sampling(),
-                                         stop_ids=set(), cancelled=lambda: False) for t in step.tokens]
+def _generate(decoder, prefilled, block, max_tokens=40):
+    """Greedy tokens at ``block`` from a copy of ``prefilled`` (state, first token): the prompt is fed once a
+    prompt, as the app's prompt cache feeds it once a conversation."""
+    state, first = prefilled
+    return [t for step in decoder.decode(state.snapshot(), first, max_tokens=max_tokens, block=block,
+                                         sampling=Sampling(), stop_ids=set(), cancelled=lambda: False)
+            for t in step.tokens]
 
 
 def test_greedy_output_with_the_drafter_is_drafter_off_output(conversion):
@@ -57,9 +59,11 @@ def test_greedy_output_with_the_drafter_is_drafter_off_output(conversion):
     for text in PROMPTS:
         ids = PromptBuilder(conversion).conversation_ids("You are a helpful assistant.", [Message("user", text)],
                                                          False)
-        plain = _generate(decoder, ids, 1)
+        state = decoder.new_state()
+        prefilled = (state, decoder.feed(state, ids, 0, Sampling()))
+        plain = _generate(decoder, prefilled, 1)
         for block in BLOCKS:
-            assert _generate(decoder, ids, block) == plain, f"{text!r} at block {block}"
+            assert _generate(decoder, prefilled, block) == plain, f"{text!r} at block {block}"
 
 
 def _quantized_records(body):
