@@ -23,12 +23,15 @@ def send(page, text: str):
     return reply
 
 
-def test_thinking_streams_collapses_and_budget_zero_hides_it(page):
+def test_thinking_streams_collapses_and_budget_zero_hides_it(page, fake_server):
     if page.locator("#settings [name=reasoning_budget]").is_hidden():
         page.click("#settings-toggle")
     set_setting(page, "max_tokens", "40")
     set_setting(page, "reasoning_budget", "400")
 
+    # The stream pauses a few tokens into its thinking, so the page is seen mid-stream however slowly it is polled
+    # (on a busy machine the whole thinking could otherwise end between two polls).
+    fake_server.engine.holds = [5]
     reply = send(page, "hello there")
     thinking = reply.locator(".thinking")
     thinking.wait_for()
@@ -37,6 +40,7 @@ def test_thinking_streams_collapses_and_budget_zero_hides_it(page):
         "() => { const d = document.querySelector('.msg.assistant:last-child .thinking');"
         " return d && d.open && /Thinking/.test(d.querySelector('summary').textContent); }"
     )
+    fake_server.engine.resume()
     page.wait_for_selector('.msg.assistant[data-state="done"]', timeout=120_000)
     painted(page)
     assert not thinking.evaluate("d => d.open")

@@ -96,6 +96,18 @@ def test_greedy_output_is_identical_with_the_mtp_drafter(demo_runner):
     assert total > 0 and accepted / total > 0.5
 
 
+@pytest.mark.slow
+def test_the_evaluations_answers_are_mlx_vlms_plain_replies(demo_runner):
+    """Runner.answer (specchat's own loop, drafting) gives what mlx-vlm's plain generation gives, text and tokens:
+    the skills, room, chats and tools the evaluation and tests judge are the plain replies."""
+    for question, thinking in (("What is 478 - 193?", True), ("How do I reset the cache?", False),
+                               ("How many r's are in strawberry?", True)):
+        ids = demo_runner.first_turn_ids(question, thinking)
+        plain, answered = demo_runner.generate(ids, None), demo_runner.answer(ids)
+        assert len(plain.tokens) > 5
+        assert (answered.text, answered.tokens) == (plain.text, plain.tokens), question
+
+
 def test_corpus_is_deterministic_and_keeps_held_out_questions_out():
     import random
 
