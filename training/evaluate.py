@@ -33,6 +33,7 @@ import sys
 import time
 from dataclasses import dataclass
 from decimal import Decimal
+from functools import cached_property
 from pathlib import Path
 
 from webapp.blas import blas_in_use, ensure_fast_blas
@@ -70,19 +71,31 @@ class Runner:
         widen_to_declared(self.model, self.config)
         widen_to_declared(self.drafter, self.config)
         self.context = (self.config.get("text_config") or self.config).get("max_position_embeddings")
-        self._app_prompts = None
-        self._decoder = None
 
-    @property
+    @cached_property
+    def loaded(self):
+        """The model as specchat's engine holds it (engines/mlx/loading.py), drafter included."""
+        from engines.mlx.loading import LoadedModel
+
+        return LoadedModel(self.model, self.processor, self.tokenizer, self.config, Path("."), self.drafter, self.kind)
+
+    @cached_property
     def app_prompts(self):
         """specchat's own prompt builder, so that chats here are the ids the app sends."""
-        if self._app_prompts is None:
-            from engines.mlx.loading import LoadedModel
-            from engines.mlx.prompts import PromptBuilder
+        from engines.mlx.prompts import PromptBuilder
 
-            loaded = LoadedModel(self.model, self.processor, self.tokenizer, self.config, Path("."))
-            self._app_prompts = PromptBuilder(loaded)
-        return self._app_prompts
+        return PromptBuilder(self.loaded)
+
+    @cached_property
+    def own_loop(self):
+        """(decoder, stop ids): specchat's own loop on this checkpoint, checked against mlx-vlm's as the engine
+        checks it."""
+        from engines.mlx.engine import own_decoder
+
+        decoder, stop_ids, why, _ = own_decoder(self.loaded, self.app_prompts)
+        if decoder is None:
+            raise SystemExit(f"specchat's own loop cannot answer on this checkpoint: {why}")
+        return decoder, stop_ids
 
     def first_turn_ids(self, user: str, thinking: bool) -> list[int]:
         from engines.base import Message
@@ -137,26 +150,18 @@ class Runner:
         it on mlx-vlm's loop, the identity tests on this one), so the reply is the plain one, about twice as fast on
         this CPU as ``generate(ids, None)``. ``max_tokens`` and the text as ``generate`` gives them."""
         from engines.mlx.decoding import Sampling
-        from engines.mlx.engine import own_decoder
-        from engines.mlx.loading import LoadedModel
 
-        if self._decoder is None:
-            loaded = LoadedModel(self.model, self.processor, self.tokenizer, self.config, Path("."), self.drafter,
-                                 self.kind)
-            decoder, eos, why, _ = own_decoder(loaded, self.app_prompts)
-            if decoder is None:
-                raise SystemExit(f"specchat's own loop cannot answer on this checkpoint: {why}")
-            self._decoder = decoder, eos
-        decoder, eos = self._decoder
+        decoder, eos = self.own_loop
         state = decoder.new_state()
         first = decoder.feed(state, ids, 0, Sampling())
-        tokens, start = [], time.perf_counter()
+        tokens, started, last = [], None, None
         for step in decoder.decode(state, first, max_tokens=max_tokens, block=ANSWER_BLOCK if decoder.drafter else 1,
                                    sampling=Sampling(), stop_ids=eos, cancelled=lambda: False):
             tokens += step.tokens
-        decode_s = time.perf_counter() - start
+            last = time.perf_counter()
+            started = started or last
         shown = tokens[:-1] if tokens and tokens[-1] in eos else tokens  # as mlx-vlm's stream gives them
-        return Reply(self.tokenizer.decode(shown), shown, decode_s)
+        return Reply(self.tokenizer.decode(shown), shown, (last - started) if started else 0.0)
 
     def stats(self):
         from mlx_vlm.speculative.common import speculative_stats_snapshot
