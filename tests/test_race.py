@@ -284,6 +284,40 @@ def test_a_message_goes_before_a_calibration_and_ends_it(fake_server):
         assert ws.until("race_done", id="r1")[0]["finish_reason"] == "stop"
 
 
+def test_a_message_at_the_instant_a_calibration_takes_the_engine_still_goes_first(fake_server, monkeypatch):
+    """Between the calibration taking the engine and naming its cancel, a message found the engine held by
+    something it could not end, and was refused as busy."""
+    from engines.cancel import Relay
+    from webapp.hosting import exclusive
+
+    held, asked = threading.Event(), threading.Event()
+
+    class NamedLate(Relay):
+        def __init__(self):
+            held.set()  # the engine is taken; the cancel is not named yet
+            asked.wait(timeout=30)
+            super().__init__()
+
+    monkeypatch.setattr(exclusive, "Relay", NamedLate)
+    entered, yield_calibration = threading.Event(), fake_server.host.yield_calibration
+    monkeypatch.setattr(fake_server.host, "yield_calibration",
+                        lambda *args: entered.set() or yield_calibration(*args))
+    fake_server.engine.delay_s = 0.2
+    answer = {}
+    calibrating = threading.Thread(
+        target=lambda: answer.update(response=requests.post(fake_server.url + "/api/calibrate", timeout=60)))
+    calibrating.start()
+    with WsClient(fake_server.ws_url) as ws:
+        assert held.wait(timeout=30), "the calibration did not start"
+        ws.send({"type": "chat", "id": "m1", "text": "hello"})
+        assert entered.wait(timeout=30), "the message did not ask for the engine"
+        threading.Timer(0.2, asked.set).start()  # the message has asked while the cancel is unnamed
+        done, _ = ws.until("done", id="m1")
+        calibrating.join(timeout=30)
+    assert done["finish_reason"] == "stop"
+    assert answer["response"].json()["gave_way"] is True
+
+
 def test_reply_deltas_carry_rounds_and_drafted_spans(fake_server):
     with WsClient(fake_server.ws_url) as ws:
         done, frames = ws.chat("m1")

@@ -5,7 +5,6 @@ cannot start; calls with bad arguments, a cancel during a call, the timeout, res
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
@@ -14,7 +13,7 @@ import time
 import pytest
 
 from engines.options import GenerationOptions
-from tests.support.mcp_servers import FAILURE, free_port
+from tests.support.mcp_servers import FAILURE
 from tests.support.poll import wait_until
 from webapp import ROOT
 from webapp.tools import mcp_client
@@ -47,17 +46,13 @@ def started(box: ToolBox, timeout: float = 60) -> ToolBox:
 
 
 @pytest.fixture(scope="module")
-def http_server():
-    port = free_port()
-    process = subprocess.Popen([*SERVER, "--name", "web", "--http", str(port)], cwd=ROOT)
-    url = f"http://127.0.0.1:{port}/mcp"
-
-    def listening() -> bool:
-        with socket.socket() as probe:
-            return probe.connect_ex(("127.0.0.1", port)) == 0
-
-    assert wait_until(listening, timeout=30), "the HTTP MCP server did not start"
-    yield url
+def http_server(tmp_path_factory):
+    # The server picks its own port and names it once it listens: a port chosen here could be taken by another
+    # test's server before this one bound it.
+    port_file = tmp_path_factory.mktemp("web") / "port"
+    process = subprocess.Popen([*SERVER, "--name", "web", "--http", "0", "--port-file", str(port_file)], cwd=ROOT)
+    assert wait_until(port_file.exists, timeout=30), "the HTTP MCP server did not start"
+    yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
     process.terminate()
     process.wait(timeout=10)
 

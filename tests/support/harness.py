@@ -137,13 +137,16 @@ class FrameClient:
         return json.loads(self._recv_text(timeout))
 
     def until(self, kind: str, timeout: float = 60, id: str | None = None) -> tuple[dict, list[dict]]:
-        """Frames up to and including the first of ``kind`` (for ``id`` when given)."""
+        """Frames up to and including the first of ``kind`` (for ``id`` when given). A reply's error ends it in
+        place of its ``done``: waiting on would only time out, so it fails at once with the error."""
         seen, deadline = [], time.monotonic() + timeout
         while True:
             frame = self.recv(timeout=max(0.1, deadline - time.monotonic()))
             seen.append(frame)
             if frame["type"] == kind and (id is None or frame.get("id") == id):
                 return frame, seen
+            if kind == "done" and id is not None and frame["type"] == "error" and frame.get("id") == id:
+                raise AssertionError(f"{id} ended with an error, not done: {frame}")
 
     def chat(self, id: str, text: str = "hello", timeout: float = 120,
              images: list[str] | None = None) -> tuple[dict, list[dict]]:

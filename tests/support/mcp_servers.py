@@ -1,7 +1,7 @@
 """A real MCP server for the tools tests, written with the SDK; run as a script, over stdio or streamable HTTP.
 
-    python -m tests.support.mcp_servers --name NAME [--http PORT] [--fail] [--delay S] [--pid-file PATH]
-                                         [--lifetime S]
+    python -m tests.support.mcp_servers --name NAME [--http PORT [--port-file PATH]] [--fail] [--delay S]
+                                         [--pid-file PATH] [--lifetime S]
 
 Its tools: ``echo`` (answers with the server's name, so a test sees which server took a call), ``add`` (typed
 arguments), ``hang`` (sleeps), ``crash`` (the process dies mid-call), ``image`` (a tiny PNG) and ``big`` (a long
@@ -27,12 +27,6 @@ from mcp.server.mcpserver import Image, MCPServer
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==")
 FAILURE = "this server cannot start: its database is missing"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def build(name: str) -> MCPServer:
@@ -75,17 +69,27 @@ def end_after(seconds: float) -> None:
     threading.Thread(target=end, daemon=True).start()
 
 
-def serve_http(server, port: int) -> None:
+def serve_http(server, port: int, port_file: str | None) -> None:
+    """Serve on a socket bound here, so that with port 0 no other process can take the port between its choice
+    and its use; its number goes to ``port_file`` once it listens."""
     import uvicorn
 
     app = server.streamable_http_app(host="127.0.0.1")
-    uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")).run()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen(64)
+    if port_file:
+        with open(port_file + ".part", "w") as file:
+            file.write(str(listener.getsockname()[1]))
+        os.replace(port_file + ".part", port_file)  # whole or absent for the reader
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="mcp_servers")
     parser.add_argument("--name", default="test")
-    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on 127.0.0.1:PORT")
+    parser.add_argument("--http", type=int, default=None, help="serve streamable HTTP on 127.0.0.1:PORT (0: any)")
+    parser.add_argument("--port-file", default=None, help="write the HTTP port there once it listens")
     parser.add_argument("--fail", action="store_true", help="exit at once with an error")
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before serving (a slow start)")
     parser.add_argument("--pid-file", default=None, help="write this process's id there, for a test to watch it")
@@ -101,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     time.sleep(args.delay)
     server = build(args.name)
     if args.http is not None:
-        serve_http(server, args.http)
+        serve_http(server, args.http, args.port_file)
     else:
         server.run("stdio")
     return 0

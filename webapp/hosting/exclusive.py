@@ -20,14 +20,19 @@ class ExclusiveUse:
         # Held by a race, sweep or calibration from start to end: no other tab's reply runs between its lanes.
         self.lock = threading.Lock()
         self._calibration: Relay | None = None  # a running calibration's cancel: a message goes first
+        # Taking the hold and naming the calibration are one step for a message: in between, a message would
+        # find the engine held by something it cannot end.
+        self._naming = threading.Lock()
 
     def calibrate(self, engine: Engine, options: GenerationOptions, baselines: Baselines) -> dict | None:
         """Measure and store the drafter-off rate with a short reply while the engine is idle. A message
         sent meanwhile ends it (``yield_calibration``), or holds the engine already when it starts: then None,
         and nothing is stored."""
-        if not self.lock.acquire(blocking=False):
-            raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.", 409)
-        cancel = self._calibration = Relay()
+        with self._naming:
+            if not self.lock.acquire(blocking=False):
+                raise ClientError("busy", "A race or calibration is running: wait for it to finish, then try again.",
+                                  409)
+            cancel = self._calibration = Relay()
         try:
             try:
                 watch = CpuWatch()  # a calibration on a busy machine is flagged as a race's drafter-off lane is
@@ -38,8 +43,9 @@ class ExclusiveUse:
             except EngineError as exc:
                 raise ClientError(exc.code, exc.message, 409) from None
         finally:
-            self._calibration = None
-            self.lock.release()
+            with self._naming:
+                self._calibration = None
+                self.lock.release()
         if cancel.is_set():
             return None
         if result.error:
@@ -52,10 +58,11 @@ class ExclusiveUse:
     def yield_calibration(self, wait_s: float = CALIBRATION_YIELD_S) -> bool:
         """End a running calibration so that a message goes first; whether the engine is free now
         (False when a race or sweep holds it)."""
-        cancel = self._calibration
-        if cancel is None:
-            return not self.lock.locked()
-        cancel.set()  # it stops at its next token
+        with self._naming:
+            cancel = self._calibration
+            if cancel is None:
+                return not self.lock.locked()
+            cancel.set()  # it stops at its next token
         if not self.lock.acquire(timeout=wait_s):
             return False
         self.lock.release()
