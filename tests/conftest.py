@@ -1,6 +1,7 @@
 """The fixtures tests share: checkpoints built once a session, servers (in this process or the real CLI in a
 subprocess), and the browser: one Chromium for the whole run, a new context for each test."""
 
+import itertools
 from pathlib import Path
 
 import pytest
@@ -21,10 +22,17 @@ def pytest_configure(config):
 
 
 def pytest_collection_modifyitems(items):
-    """Files with long model runs first: make test's workers take whole files in this order, so the longest
-    start early and the workers end together."""
-    slow = {item.path for item in items if item.get_closest_marker("slow")}
-    items.sort(key=lambda item: item.path not in slow)
+    """Make test's workers take whole files in this order: the files with long model runs first, so that the
+    longest start early and the workers end together, each followed by a browser file, which mostly waits on
+    timers and frames, so that the worker beyond the cores has its waits to fill rather than a third model run."""
+    def files(mark: str) -> list:
+        return list(dict.fromkeys(item.path for item in items if item.get_closest_marker(mark)))
+
+    slow = files("slow")
+    browser = [path for path in files("browser") if path not in slow]
+    paired = [path for pair in itertools.zip_longest(slow, browser) for path in pair if path is not None]
+    rank = {path: n for n, path in enumerate(paired)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))
 
 
 @pytest.fixture(scope="session")

@@ -27,7 +27,7 @@ def test_the_page_says_the_model_answers_the_api_and_sends_after(open_page, fake
     engine.resume()
     request.join(timeout=30)
     assert answered["response"].status_code == 200
-    page.wait_for_function("!document.querySelector('#send').disabled", timeout=10_000)
+    page.wait_for_function("() => !document.querySelector('#send').disabled", timeout=10_000)
     assert page.input_value("#prompt") == "typed meanwhile"
     page.fill("#prompt", "")
     send(page, "now from the tab")
