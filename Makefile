@@ -51,14 +51,16 @@ browser:
 		$(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; \
 	else $(BIN)/playwright install chromium; fi
 
-# Two workers, each taking whole files, so a file's shared server or checkpoint is built once. The tests run
+# Workers each taking whole files, so a file's shared server or checkpoint is built once. The tests run
 # MLX in their own process too: on OpenBLAS, as the app does (webapp/blas.py), preloaded here because a
 # process cannot swap its BLAS once started; the servers they start find it already loaded.
 TEST_BLAS = $(shell $(BIN)/python -c "from webapp.blas import find_openblas; print(find_openblas('auto') or '')")
 PYTEST = LD_PRELOAD=$(TEST_BLAS)$${LD_PRELOAD:+:$$LD_PRELOAD} SPECCHAT_BLAS=$(TEST_BLAS) \
 	$(BIN)/pytest -q --dist loadfile --no-loadscope-reorder
-TEST_WORKERS ?= 2
-# The fast tier's tests wait on sockets, servers and timers for a third of their time: a third worker fills it.
+# Three workers on two cores: the browser tests mostly wait on timers and frames, and the third worker fills those
+# waits (tests/conftest.py hands each file of long model runs out beside a browser file); likewise the fast tier's
+# tests wait on sockets, servers and timers for a third of their time.
+TEST_WORKERS ?= 3
 FAST_WORKERS ?= 3
 
 test: test-install
