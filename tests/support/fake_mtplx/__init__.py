@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
 import subprocess
@@ -16,10 +17,25 @@ from tests.support.harness import end_process
 DAEMON = Path(__file__).resolve().parent / "daemon.py"
 
 
+PORTS_PER_WORKER = 1000
+_turn = itertools.count()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port for a server that is started later by its number. Not one the kernel picked for port 0: every
+    other server in the run binds port 0, and one could take it in between. These come from below the kernel's
+    range for port 0 (32768 up on Linux, 49152 up on macOS), a block for each pytest-xdist worker."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    first = 20000 + PORTS_PER_WORKER * worker
+    for _ in range(PORTS_PER_WORKER):
+        port = first + next(_turn) % PORTS_PER_WORKER
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {first}-{first + PORTS_PER_WORKER - 1}")
 
 
 def install_mtplx(bin_dir: Path) -> Path:
