@@ -76,6 +76,20 @@ def terminals(tab: Tab, id: str) -> list[dict]:
     return kept
 
 
+def ran_to_its_end(tab: Tab, frame: dict, kind: str, timeout: float = 60) -> dict:
+    """Send ``frame`` from ``tab``; its terminal frame, which must be of ``kind``."""
+    tab.ws.send(frame)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        tab.drain()
+        ends = terminals(tab, frame["id"])
+        if ends:
+            assert [f["type"] for f in ends] == [kind], ends
+            return ends[0]
+        time.sleep(0.05)
+    raise AssertionError(f"{frame['id']} did not end in {timeout} s")
+
+
 def model_thread_idle(engine: MlxEngine) -> None:
     """Wait until the model thread has run everything queued before this (settings preparations included)."""
     done: Future = engine._thread.submit(lambda: None)
@@ -160,9 +174,11 @@ def test_two_tabs_in_random_interleavings_lose_nothing_and_leave_the_guard_free(
             model_thread_idle(engine)
             assert engine._apc_entries == current["prefix_cache_entries"], f"{why}: the prefix cache is stale"
             assert engine._primed_system == current["system_prompt"], f"{why}: a stale system prompt is primed"
-        starts = sum(1 for tab in tabs for f in tab.seen if f["type"] == "race_done")
-        chats = sum(1 for tab in tabs for f in tab.seen if f["type"] == "done" and "lane" not in f)
-        assert starts and chats, f"{why}: the mix never finished a race and a chat ({starts}, {chats})"
+        # However the mix fell (on a busy machine every race in it may have been refused or stopped), a race and
+        # a chat sent after it run to their end: nothing it left behind holds the engine.
+        after = tabs[0]
+        assert ran_to_its_end(after, {"type": "race", "id": "after-race", "text": "hi", "runs": 1}, "race_done")
+        assert ran_to_its_end(after, {"type": "chat", "id": "after-chat", "text": "hi"}, "done")
     finally:
         for tab in tabs:
             tab.close()
