@@ -55,13 +55,15 @@ browser:
 # MLX in their own process too: on OpenBLAS, as the app does (webapp/blas.py), preloaded here because a
 # process cannot swap its BLAS once started; the servers they start find it already loaded.
 TEST_BLAS = $(shell $(BIN)/python -c "from webapp.blas import find_openblas; print(find_openblas('auto') or '')")
-PYTEST = LD_PRELOAD=$(TEST_BLAS)$${LD_PRELOAD:+:$$LD_PRELOAD} SPECCHAT_BLAS=$(TEST_BLAS) \
+# Bytecode is written even where the environment turns it off (PYTHONDONTWRITEBYTECODE): without pytest's cached
+# rewrite of each test file every worker rewrites all their asserts again, about 3 CPU-seconds a worker a run.
+PYTEST = PYTHONDONTWRITEBYTECODE= LD_PRELOAD=$(TEST_BLAS)$${LD_PRELOAD:+:$$LD_PRELOAD} SPECCHAT_BLAS=$(TEST_BLAS) \
 	$(BIN)/pytest -q --dist loadfile --no-loadscope-reorder
-# Three workers on two cores: the browser tests mostly wait on timers and frames, and the third worker fills those
-# waits (tests/conftest.py hands each file of long model runs out beside a browser file); likewise the fast tier's
-# tests wait on sockets, servers and timers for a third of their time.
+# Workers beyond the two cores fill the others' waits: the browser tests mostly wait on timers and frames (a third
+# worker; tests/conftest.py hands each file of long model runs out beside a browser file, since three model runs at
+# once gain nothing); the fast tier's tests wait on sockets, servers and timers for a third of their time (a fourth).
 TEST_WORKERS ?= 3
-FAST_WORKERS ?= 3
+FAST_WORKERS ?= 4
 
 test: test-install
 	$(PYTEST) -n $(TEST_WORKERS)
