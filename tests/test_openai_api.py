@@ -311,6 +311,21 @@ def test_the_api_needs_the_token_when_the_page_does(tmp_path):
     assert web.get("/v1/models", headers={"Authorization": "Bearer a-long-token"}).status_code == 200
 
 
+def test_a_page_of_another_site_is_refused_in_openais_shape(tmp_path):
+    app = create_app(FakeEngine(), data_dir=tmp_path, config={"ALLOWED_HOSTS": {"127.0.0.1:8000"}})
+    web = app.test_client()
+    foreign = {"Host": "127.0.0.1:8000", "Origin": "http://evil.example"}
+    refused = web.get("/v1/models", headers=foreign)
+    assert refused.status_code == 403 and set(refused.json) == {"error"}
+    error = refused.json["error"]
+    assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", None, "forbidden_origin")
+    assert "open it at its own address (127.0.0.1:8000)" in error["message"]
+    refused = web.get("/api/health", headers=foreign)  # specchat's own API keeps its own shape
+    assert refused.status_code == 403 and refused.json["ok"] is False
+    assert refused.json["error"]["code"] == "forbidden_origin"
+    assert web.get("/v1/models", headers={"Host": "127.0.0.1:8000"}).status_code == 200
+
+
 def test_api_store_keeps_each_exchange_in_the_history(client, fake_server):
     ask(client, "not kept")
     assert requests.get(fake_server.url + "/api/conversations", timeout=10).json()["conversations"] == []

@@ -46,12 +46,17 @@ def check_origin():
     else:
         foreign = host not in allowed or (origin is not None and origin_host not in allowed)
     if foreign:
-        return error_body(
-            "forbidden_origin",
-            "This server only answers pages it serves itself: open it at its own address "
-            f"({sorted(allowed)[0]}).",
-        ), 403
+        message = ("This server only answers pages it serves itself: open it at its own address "
+                   f"({sorted(allowed)[0]}).")
+        if _for_openai_clients():
+            return openai_error_body(403, "forbidden_origin", message), 403
+        return error_body("forbidden_origin", message), 403
     return None
+
+
+def _for_openai_clients() -> bool:
+    """Whether the request is to the OpenAI-compatible API, whose clients read an error in OpenAI's shape."""
+    return request.path == "/v1" or request.path.startswith("/v1/")
 
 
 # --- the access token ---------------------------------------------------------------------------
@@ -63,7 +68,7 @@ def _matches(given: str | None, token: str) -> bool:
 def _unauthorized():
     message = ("This specchat needs its access token: open the address it printed (ending in /?token=…), "
                "or send Authorization: Bearer TOKEN.")
-    if request.path == "/v1" or request.path.startswith("/v1/"):  # as OpenAI's clients read an error
+    if _for_openai_clients():
         response = jsonify(openai_error_body(401, "invalid_api_key", message))
     elif request.path == "/api" or request.path.startswith("/api/"):
         response = jsonify(error_body("unauthorized", message))
