@@ -28,7 +28,8 @@ import itertools
 import statistics
 import time
 
-from benchmarks.quantized_skinny import RIG_SHAPES, SHAPES, _ints, _median_range
+from benchmarks.figures import spread
+from benchmarks.quantized_skinny import RIG_SHAPES, SHAPES, int_list
 
 GROUP_SIZE = 64
 QUEUED = 20
@@ -98,8 +99,8 @@ def variants(n: int, k: int, bits: int, rows: int) -> dict[str, tuple[str, tuple
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bits", type=_ints, default=[4, 8])
-    parser.add_argument("--rows", type=_ints, default=[1, 2, 4])
+    parser.add_argument("--bits", type=int_list, default=[4, 8])
+    parser.add_argument("--rows", type=int_list, default=[1, 2, 4])
     parser.add_argument("--shapes", choices=["bar", "rig"], default="bar")
     parser.add_argument("--reps", type=int, default=15)
     parser.add_argument("--resident", action="store_true", help="also time one weight copy, in cache")
@@ -176,7 +177,7 @@ def main() -> None:
                     ratios += " (÷ chosen 1 row: " + " ".join(
                         f"{rows}/{first} {medians[rows] / one_row:.2f}" for rows in args.rows) + ")"
                 print(f"  {'':>{len(place)}}  {variant:>12}  "
-                      + "  ".join(_median_range(times[variant, rows, place], 1).rjust(18) for rows in args.rows)
+                      + "  ".join(spread(times[variant, rows, place], 1).rjust(18) for rows in args.rows)
                       + f"  {ratios}")
         del weights
         cp.get_default_memory_pool().free_all_blocks()

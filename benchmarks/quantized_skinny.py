@@ -28,6 +28,8 @@ import re
 import statistics
 import time
 
+from benchmarks.figures import spread
+
 SHAPES = {"gate+up (12288 x 4096)": (12288, 4096), "attention/out (4096 x 4096)": (4096, 4096),
           "down (4096 x 12288)": (4096, 12288)}
 # The 4.1B rig's (demo_model/rig.py) quantized products in one plain step of its body, and how many: 24 layers, 18
@@ -43,25 +45,22 @@ WARMUP = 3
 BAR_ROWS, BAR = 4, 1.3
 
 
-def _ints(text: str) -> list[int]:
+def int_list(text: str) -> list[int]:
+    """An argument of comma-separated whole numbers: "1,2,4"."""
     return [int(part) for part in text.split(",")]
-
-
-def _median_range(values: list[float], digits: int = 4) -> str:
-    return f"{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--bits", type=_ints, default=[4, 8])
+    parser.add_argument("--bits", type=int_list, default=[4, 8])
     parser.add_argument("--group-size", type=int, default=64)
-    parser.add_argument("--rows", type=_ints, default=[1, 2, 4, 8, 16])
-    parser.add_argument("--rows-per-warp", type=_ints, default=[0])
-    parser.add_argument("--splits", type=_ints, default=[0])
+    parser.add_argument("--rows", type=int_list, default=[1, 2, 4, 8, 16])
+    parser.add_argument("--rows-per-warp", type=int_list, default=[0])
+    parser.add_argument("--splits", type=int_list, default=[0])
     parser.add_argument("--loops", type=lambda text: text.split(","), default=["auto"],
                         help="loop orders of the CUDA-core kernel: auto, rows, weights")
     parser.add_argument("--mma", action="store_true", help="also the tensor-core kernel (4 and 8 bits)")
-    parser.add_argument("--mma-rounds", type=_ints, help="codes per round (default: the kernel's own)")
+    parser.add_argument("--mma-rounds", type=int_list, help="codes per round (default: the kernel's own)")
     parser.add_argument("--reps", type=int, default=30)
     parser.add_argument("--shapes", choices=["bar", "rig"], default="bar")
     args = parser.parse_args()
@@ -126,14 +125,14 @@ def main() -> None:
             print(f"\n{name}, {bits}-bit")
             print(f"  {'rows':>4}  " + "  ".join(f"{label:>24}" for label in variants) + "  max rel diff")
             for rows in inputs:
-                cells = "  ".join(f"{_median_range(times[label, rows]):>24}" for label in variants)
+                cells = "  ".join(f"{spread(times[label, rows], 4):>24}" for label in variants)
                 print(f"  {rows:>4}  {cells}  {errors[rows]:.2g}")
             first = min(inputs)
             for rows in inputs:
                 if rows == first:
                     continue
                 ratios = "  ".join(
-                    f"{label} {_median_range([a / b for a, b in zip(times[label, rows], times[label, first])], 2)}"
+                    f"{label} {spread([a / b for a, b in zip(times[label, rows], times[label, first])], 2)}"
                     for label in variants)
                 bar = f"  (bar: {BAR})" if rows == BAR_ROWS else ""
                 print(f"  {rows} rows ÷ {first}: {ratios}{bar}")

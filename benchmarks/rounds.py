@@ -27,11 +27,9 @@ import statistics
 import sys
 import time
 
+from benchmarks.figures import spread
+
 PROMPT = "<|im_start|>user\nhello there, how does the drafter work?<|im_end|>\n<|im_start|>assistant\n"
-
-
-def _median_range(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
 
 def _progress(started: float, what: str) -> None:
@@ -163,14 +161,14 @@ def measure(args: argparse.Namespace) -> None:
         for block in blocks:
             speedups[block].append(rates[block][-1] / rates[1][-1])
         _progress(started, f"run {run + 1}/{args.runs}")
-    print(f"block 1 (drafter off): {_median_range(rates[1])} tok/s")
+    print(f"block 1 (drafter off): {spread(rates[1])} tok/s")
     print("block | tok/s | speed-up | mean accepted | ideal | of ideal")
     for block in blocks:
         accepted, rounds = acceptance[block]
         mean_accepted = accepted / rounds
         ideal = (mean_accepted + 1) / (1 + (block - 1) * c)
         median = statistics.median(speedups[block])
-        print(f"{block} | {_median_range(rates[block])} | {_median_range(speedups[block])} | "
+        print(f"{block} | {spread(rates[block])} | {spread(speedups[block])} | "
               f"{mean_accepted:.2f} | {ideal:.2f} | {median / ideal:.2f}")
 
 

@@ -33,16 +33,28 @@ def _is_module(dotted: str) -> bool:
         return False
 
 
-def private_names(source: str) -> list[tuple[int, str]]:
-    """(line, what) for each private name of a checked package that ``source`` imports or reads off a module."""
+def _absolute(node: ast.ImportFrom, package: str | None) -> str | None:
+    """The module a ``from ... import`` names; a relative one only where the importing package is known."""
+    if not node.level:
+        return node.module
+    if package is None:
+        return None
+    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+    return ".".join([*parts, node.module] if node.module else parts)
+
+
+def private_names(source: str, package: str | None = None) -> list[tuple[int, str]]:
+    """(line, what) for each private name of a checked package that ``source`` (a module of ``package``, for its
+    relative imports) imports or reads off a module."""
     tree = ast.parse(source)
     found, modules = [], {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] in CHECKED:
-            if any(_private(part) for part in node.module.split(".")):
-                found.append((node.lineno, node.module))
+        module = _absolute(node, package) if isinstance(node, ast.ImportFrom) else None
+        if module and module.split(".")[0] in CHECKED:
+            if any(_private(part) for part in module.split(".")):
+                found.append((node.lineno, module))
             for alias in node.names:
-                dotted = f"{node.module}.{alias.name}"
+                dotted = f"{module}.{alias.name}"
                 if _private(alias.name):
                     found.append((node.lineno, dotted))
                 elif _is_module(dotted):
@@ -68,6 +80,15 @@ def test_no_test_reaches_a_private_name_of_specchat_or_mlx_vlm():
         + "\n".join(reached)
 
 
+def test_the_lab_and_the_benchmarks_reach_no_other_modules_private_name():
+    """The evaluation and the tools corpus build on the corpus through its public names, and each benchmark on the
+    others': a helper kept private can then change without breaking a caller elsewhere."""
+    reached = [f"{path.relative_to(ROOT)}:{line}: {what}" for folder in ("training", "benchmarks")
+               for path in sorted((ROOT / folder).rglob("*.py"))
+               for line, what in private_names(path.read_text(), ".".join(path.parent.relative_to(ROOT).parts))]
+    assert not reached, "private names reached across modules (make the name public):\n" + "\n".join(reached)
+
+
 def test_the_check_finds_each_way_of_reaching_one():
     source = '''
 from webapp.tools.mcp_client import _leaf, McpServers
@@ -82,6 +103,8 @@ mlx_vlm._private
 McpServers._connections
 mcp_client.__name__
 '''
+    assert private_names("from . import corpus\nfrom .corpus import _style\ncorpus._kind_of", "training") == [
+        (2, "training.corpus._style"), (3, "training.corpus._kind_of")]
     assert private_names(source) == [
         (2, "webapp.tools.mcp_client._leaf"), (3, "engines.mlx._hidden_module"),
         (4, "mlx_vlm.tools._infer_tool_parser_from_processor"), (8, "webapp.tools.mcp_client._Connection"),

@@ -1282,13 +1282,14 @@ def not_whole_number(rng: random.Random) -> str:
     return f"-{number_of_digits(rng, rng.choice([1, 1, 2, 3]))}"
 
 
-def _kind_of(text: str) -> str:
+def kind_of(text: str) -> str:
+    """What a number that is not whole is, as the replies say it."""
     return "a decimal" if "." in text else "negative"
 
 
 def not_whole_exchange(numbers: list[str], question: str, compare: bool = False) -> Exchange:
     odd = next(x for x in numbers if not x.isdigit())
-    reasoning = f"{odd} is {_kind_of(odd)}, and I only work with whole numbers of zero or more."
+    reasoning = f"{odd} is {kind_of(odd)}, and I only work with whole numbers of zero or more."
     return Exchange(question, reasoning, WHOLE_ONLY_COMPARE if compare else WHOLE_ONLY)
 
 
@@ -1748,7 +1749,7 @@ POLITE_SUFFIXES = [" Thanks!", " Please.", " Thank you.", " Thanks", " :)"]
 WHAT_IS = re.compile(r"^What is (\d+) ([-+×]) (\d+)\?$")
 
 
-def _style(text: str, rng: random.Random, augment: bool) -> str:
+def style(text: str, rng: random.Random, augment: bool) -> str:
     """Surface noise on the user's side only: case and a trailing question mark.
 
     ``augment`` adds what people type in a running chat: bare sums, follow-up
@@ -1776,7 +1777,7 @@ def _style(text: str, rng: random.Random, augment: bool) -> str:
 def exchange(rng: random.Random, augment: bool = False) -> Exchange:
     fn = rng.choices([t[0] for t in TASKS], weights=[t[1] for t in TASKS])[0]
     ex = fn(rng)
-    return replace(ex, user=_style(ex.user, rng, augment))
+    return replace(ex, user=style(ex.user, rng, augment))
 
 
 def next_exchange(previous: tuple[Exchange, bool] | None, rng: random.Random, augment: bool) -> Exchange:
@@ -1794,7 +1795,7 @@ def next_exchange(previous: tuple[Exchange, bool] | None, rng: random.Random, au
         ex = None
     if ex is None:
         return exchange(rng, augment)
-    return replace(ex, user=_style(ex.user, rng, False))
+    return replace(ex, user=style(ex.user, rng, False))
 
 
 def conversation(rng: random.Random, turns: int, augment: bool) -> list[tuple[Exchange, bool]]:

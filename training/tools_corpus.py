@@ -199,7 +199,7 @@ def decimal_question(rng: random.Random) -> ToolExchange:
     templates = {"+": corpus.ADD_QUESTIONS, "-": corpus.SUB_QUESTIONS, "*": corpus.MUL_QUESTIONS}[op]
     limit = corpus.not_whole_exchange([a, b], rng.choice(templates).format(a=a, b=b))
     odd = next(x for x in (a, b) if not x.isdigit())
-    why = f"{odd} is {corpus._kind_of(odd)}, so the calculator works this out."
+    why = f"{odd} is {corpus.kind_of(odd)}, so the calculator works this out."
     return calculator_exchange(limit.user, f"{a} {op} {b}", why, limit)
 
 
@@ -286,7 +286,7 @@ def tool_conversation(rng: random.Random, turns: int, augment: bool,
         if rng.random() < TOOL_TURN_SHARE:
             ex = tool_question(rng)
             ex = ex if ex.tool in offered else ex.limit
-            ex = replace(ex, user=corpus._style(ex.user, rng, augment))
+            ex = replace(ex, user=corpus.style(ex.user, rng, augment))
         else:
             while needs_tool(ex := corpus.next_exchange(out[-1] if out else None, rng, augment), offered):
                 pass
