@@ -13,6 +13,7 @@ import threading
 
 from engines.fake import FakeEngine
 from tests.support.poll import wait_until
+from tests.support.tabs import RecordingTab
 from webapp import create_app
 from webapp.measurement.race import start_race
 from webapp.web.protocol import RaceFrame
@@ -33,26 +34,6 @@ class WatchedLock:
 
     def __exit__(self, *exc) -> None:
         self._lock.release()
-
-
-class Tab:
-    """A tab as the host sees it, keeping what it is sent."""
-
-    def __init__(self, host):
-        self.host = host
-        self.frames: list[dict] = []
-
-    def hello(self) -> None:
-        self.send({**self.host.engine_frame(), "type": "hello"})
-
-    def send(self, frame: dict) -> None:
-        self.frames.append(frame)
-
-    def flush(self, timeout: float) -> bool:
-        return True
-
-    def engine_states(self) -> list[str]:
-        return [f["engine"]["state"] for f in self.frames if f["type"] in ("hello", "engine")]
 
 
 def ready_host(tmp_path):
@@ -88,7 +69,7 @@ def watch_engine_frames(host) -> WatchedLock:
 def test_a_calibrations_engine_frame_is_never_sent_after_a_newer_one(tmp_path):
     host = ready_host(tmp_path)
     lock = watch_engine_frames(host)
-    tab = Tab(host)
+    tab = RecordingTab(host)
     host.join(tab)
     unloading = overtaken_once(host, tab, lock)
     assert host.calibrate() is not None
@@ -100,7 +81,7 @@ def test_a_calibrations_engine_frame_is_never_sent_after_a_newer_one(tmp_path):
 def test_a_races_engine_frame_is_never_sent_after_a_newer_one(tmp_path):
     host = ready_host(tmp_path)
     lock = watch_engine_frames(host)
-    tab = Tab(host)
+    tab = RecordingTab(host)
     host.join(tab)
     conversation, _ = host.conversations.open(None)
     said: list[dict] = []
@@ -119,7 +100,7 @@ def test_changes_made_while_a_tab_is_greeted_reach_it_after_its_hello(tmp_path):
     host = create_app(FakeEngine(), data_dir=tmp_path).extensions["specchat"]
     engine_lock = watch_engine_frames(host)
     settings_lock = host._settings_lock = WatchedLock(host._settings_lock)
-    tab = Tab(host)
+    tab = RecordingTab(host)
     changes: list[threading.Thread] = []
     read = host.engine_frame
 

@@ -5,6 +5,7 @@ import requests
 
 from engines.fake import FakeEngine
 from engines.registry import EngineSpec
+from tests.support.tabs import RecordingTab
 from tests.support.wsclient import WsClient
 from webapp.hosting.engine_lifecycle import EngineLifecycle
 from webapp.hosting.host import EngineHost
@@ -31,16 +32,6 @@ def test_switch_reaches_every_tab_and_the_new_engine_answers(fake_server):
     assert [m.role for m in fake_server.host.engine.turns[-1].messages] == ["user", "assistant", "user"]
 
 
-class Tab:
-    """A tab that keeps the frames it is sent."""
-
-    def __init__(self):
-        self.frames: list[dict] = []
-
-    def send(self, frame: dict) -> None:
-        self.frames.append(frame)
-
-
 def test_a_switch_ends_on_its_one_ready_even_when_the_load_wins(tmp_path, monkeypatch):
     """The switch's own frame used to be read after the hand-over started: one whose load won went out after the
     new engine's ready, a second ready that a tab took for its next switch's (then chatted with an engine not
@@ -50,10 +41,10 @@ def test_a_switch_ends_on_its_one_ready_even_when_the_load_wins(tmp_path, monkey
     host = EngineHost(FakeEngine(), SettingsStore(tmp_path), Receipts(tmp_path), Baselines(tmp_path),
                       EngineSpec(name="fake"), lambda spec, policy: FakeEngine())
     host.start_loading()
-    tab = Tab()
-    host.add(tab)
+    tab = RecordingTab(host)
+    host.join(tab)
     host.switch_engine({"name": "fake"})
-    states = [(frame["engine"]["state"], frame["engine"]["message"]) for frame in tab.frames]
+    states = [(f["engine"]["state"], f["engine"]["message"]) for f in tab.frames if f["type"] == "engine"]
     assert states == [("loading", "waiting to load"), ("loading", "loading the fake model"), ("ready", "")]
 
 

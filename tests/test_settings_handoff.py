@@ -4,6 +4,7 @@ server ends up holding, in the order it applied them."""
 import threading
 
 from engines.fake import FakeEngine
+from tests.support.tabs import RecordingTab
 from webapp import create_app
 
 
@@ -23,19 +24,11 @@ class SlowToPrepare(FakeEngine):
             self.second_prepared.set()
 
 
-class Tab:
-    def __init__(self):
-        self.frames: list[dict] = []
-
-    def send(self, frame: dict) -> None:
-        self.frames.append(frame)
-
-
 def test_crossing_settings_changes_leave_the_engine_and_the_tabs_with_the_settings_held(tmp_path):
     engine = SlowToPrepare()
     host = create_app(engine, data_dir=tmp_path).extensions["specchat"]
-    tab = Tab()
-    host.add(tab)
+    tab = RecordingTab(host)
+    host.join(tab)
     first = threading.Thread(target=host.update_settings, args=({"max_tokens": 11},))
     first.start()
 

@@ -110,9 +110,6 @@ class EngineHost:
         self._watch(engine)
         self._lifecycle.replace(engine, spec, lambda: self._engine_changed(engine))
 
-    def add(self, session: Tab) -> None:
-        self._tabs.add(session)
-
     def join(self, session: Tab) -> None:
         """Add a tab and greet it. Its hello reads the engine's state and the settings, and is queued, under the
         locks their broadcasts hold: a change made meanwhile reaches the tab after its hello, never before it
