@@ -28,3 +28,12 @@ def error_frame(code: str, message: str, id: str | None = None) -> dict:
 
 def error_body(code: str, message: str) -> dict:
     return {"ok": False, "error": {"code": code, "message": message}}
+
+
+def api_of(path: str) -> str | None:
+    """The API a request's path is under, which decides the error shape its clients read: "openai" (/v1, OpenAI's
+    shape), "specchat" (/api, ``error_body``'s), or None for a page."""
+    for prefix, api in (("/v1", "openai"), ("/api", "specchat")):
+        if path == prefix or path.startswith(prefix + "/"):
+            return api
+    return None

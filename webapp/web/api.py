@@ -12,7 +12,7 @@ from engines import EngineError, GenerationOptions
 
 from ..conversations.exports import branch_markdown, export_json, imported, imported_images, parse_import
 from ..conversations.store import parse_time
-from ..errors import ClientError, error_body
+from ..errors import ClientError, api_of, error_body
 from ..measurement.receipts import markdown
 from .openai_routes import openai_http_error
 from .protocol import CONTEST_ID
@@ -45,9 +45,10 @@ def health():
 def _http_error(exc: HTTPException):
     """What Flask answers by itself (a wrong path or method, a body over its limits, an unexpected exception: a
     500) gets the JSON error shape too under /api, OpenAI's under /v1; pages keep Flask's own."""
-    if request.path.startswith("/v1/"):
+    api = api_of(request.path)
+    if api == "openai":
         return openai_http_error(exc)
-    if not request.path.startswith("/api/"):
+    if api is None:
         return exc
     return jsonify(error_body(*_described(exc))), exc.code
 

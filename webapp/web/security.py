@@ -18,7 +18,7 @@ from urllib.parse import urlencode, urlsplit
 from flask import current_app, g, jsonify, redirect, request
 from markupsafe import Markup
 
-from ..errors import error_body
+from ..errors import api_of, error_body
 from ..openai_api.errors import error_body as openai_error_body
 
 LOCAL_NAMES = ("127.0.0.1", "localhost", "[::1]")
@@ -48,15 +48,10 @@ def check_origin():
     if foreign:
         message = ("This server only answers pages it serves itself: open it at its own address "
                    f"({sorted(allowed)[0]}).")
-        if _for_openai_clients():
+        if api_of(request.path) == "openai":
             return openai_error_body(403, "forbidden_origin", message), 403
         return error_body("forbidden_origin", message), 403
     return None
-
-
-def _for_openai_clients() -> bool:
-    """Whether the request is to the OpenAI-compatible API, whose clients read an error in OpenAI's shape."""
-    return request.path == "/v1" or request.path.startswith("/v1/")
 
 
 # --- the access token ---------------------------------------------------------------------------
@@ -68,9 +63,10 @@ def _matches(given: str | None, token: str) -> bool:
 def _unauthorized():
     message = ("This specchat needs its access token: open the address it printed (ending in /?token=…), "
                "or send Authorization: Bearer TOKEN.")
-    if _for_openai_clients():
+    api = api_of(request.path)
+    if api == "openai":
         response = jsonify(openai_error_body(401, "invalid_api_key", message))
-    elif request.path == "/api" or request.path.startswith("/api/"):
+    elif api == "specchat":
         response = jsonify(error_body("unauthorized", message))
     else:
         response = current_app.response_class(message + "\n", mimetype="text/plain")
