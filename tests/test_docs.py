@@ -330,11 +330,13 @@ def test_every_current_number_has_its_log_entry():
     """RESULTS.md's promise: each current number's date and commit head an entry of the log below, which says how it
     was measured."""
     text = (ROOT / "benchmarks" / "RESULTS.md").read_text()
-    current, _, log = text.partition("\n## Current numbers\n")[2].partition("\n## 20")
+    start = text.index("\n## Current numbers\n")
+    end = text.index("\n## 20", start)  # the log's first entry
+    current, log = text[start:end], text[end:]
     cells = re.findall(r"\| (\d{4}-\d\d-\d\d) · ([0-9a-f, ]+) \|\n", current)
     assert len(cells) >= 20, "the current numbers' table rows end in 'date · commit'"
     entries = [(date, set(re.findall(r"\b[0-9a-f]{7}\b", commits)))
-               for date, commits in re.findall(r"^## (\d{4}-\d\d-\d\d) · ([^·\n]*)·", "## 20" + log, re.M)]
+               for date, commits in re.findall(r"^## (\d{4}-\d\d-\d\d) · ([^·\n]*)·", log, re.M)]
     missing = [f"{date} · {commit}" for date, commits in cells for commit in re.findall(r"[0-9a-f]{7}", commits)
                if not any(date == day and commit in heads for day, heads in entries)]
     assert not missing, f"current numbers without a log entry of the same date and commit: {missing}"

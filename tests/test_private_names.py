@@ -39,7 +39,8 @@ def _absolute(node: ast.ImportFrom, package: str | None) -> str | None:
         return node.module
     if package is None:
         return None
-    parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+    parts = package.split(".")
+    parts = parts[:len(parts) - node.level + 1]
     return ".".join([*parts, node.module] if node.module else parts)
 
 
